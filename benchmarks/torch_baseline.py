@@ -1,0 +1,333 @@
+"""Eager PyTorch baseline of jab's encoder-decoder Transformer, for train-step throughput.
+
+The same architecture as jab's Haiku model, written out in small nanoGPT-style classes
+(no `nn.Transformer`, no `torch.compile`) so a jab train step can be timed side by side
+with a plain PyTorch one:
+
+* one token embedding shared by encoder and decoder, scaled by sqrt(d_model), plus a
+  sinusoidal positional encoding, then dropout;
+* post-LN encoder layers: x = LN(x + MHA(x, x, x)); x = LN(x + FFN(x));
+* post-LN decoder layers: masked self-attention, cross-attention to the encoder output,
+  FFN, each followed by Add & Norm;
+* attention with a separate query projection and a fused key/value projection;
+* a final linear layer to the vocabulary, cross-entropy that ignores <pad> (id 0),
+  Adam (lr 1e-3) and global-norm gradient clipping at 1.0.
+
+Data is the reverse task over digit ids 3..12, drawn before timing starts so only the
+train steps are measured. Run it directly to print both benchmark shapes:
+
+    python benchmarks/torch_baseline.py [--steps 50] [--repeats 3] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+FIRST_DIGIT_ID, NUM_DIGITS = 3, 10
+NEG_INF = -1e9  # what masked attention logits are set to
+LEARNING_RATE = 1e-3
+MAX_GRAD_NORM = 1.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int
+    num_heads: int
+    d_ff: int
+    num_layers: int
+    vocab_size: int = 50
+    dropout: float = 0.1
+    max_positions: int = 512
+
+
+def sinusoidal_encoding(length: int, d_model: int) -> Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    angle = position / torch.pow(10000.0, two_i / d_model)
+    pe = torch.zeros(length, d_model)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `num_heads` heads, keys and values projected together."""
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.query = nn.Linear(d_model, d_model)
+        self.key_value = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """[batch, time, d_model] -> [batch, heads, time, head_dim]."""
+        batch, time_, _ = x.shape
+        return x.view(batch, time_, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x: Tensor, memory: Tensor, mask: Tensor) -> Tensor:
+        """Queries from `x` [B, Tq, d], keys/values from `memory` [B, Tk, d].
+
+        `mask` is boolean, broadcastable to [B, heads, Tq, Tk], True where attending is allowed.
+        """
+        q = self.split_heads(self.query(x))
+        k, v = (self.split_heads(t) for t in self.key_value(memory).chunk(2, dim=-1))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        weights = scores.masked_fill(~mask, NEG_INF).softmax(dim=-1)
+        context = (weights @ v).transpose(1, 2).reshape(x.shape)
+        return self.out(context)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff)
+        self.down = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(F.relu(self.up(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.num_heads)
+        self.ln_attn = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.ln_ffn = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.ln_attn(x + self.self_attn(x, x, src_mask))
+        return self.ln_ffn(x + self.ffn(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.num_heads)
+        self.ln_self = nn.LayerNorm(cfg.d_model)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.num_heads)
+        self.ln_cross = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.ln_ffn = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, y: Tensor, memory: Tensor, tgt_mask: Tensor, src_mask: Tensor) -> Tensor:
+        y = self.ln_self(y + self.self_attn(y, y, tgt_mask))
+        y = self.ln_cross(y + self.cross_attn(y, memory, src_mask))
+        return self.ln_ffn(y + self.ffn(y))
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer: (src [B, S], tgt_in [B, T]) -> logits [B, T, vocab]."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.register_buffer(
+            "pe", sinusoidal_encoding(cfg.max_positions, cfg.d_model), persistent=False
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    def embed_tokens(self, ids: Tensor) -> Tensor:
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + self.pe[: ids.shape[1]]
+        return self.dropout(x)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        tgt_len = tgt_in.shape[1]
+        src_mask = (src != PAD_ID)[:, None, None, :]  # [B, 1, 1, S]
+        causal = torch.ones(tgt_len, tgt_len, dtype=torch.bool, device=src.device).tril()
+        tgt_mask = (tgt_in != PAD_ID)[:, None, None, :] & causal  # [B, 1, T, T]
+
+        memory = self.embed_tokens(src)
+        for layer in self.encoder:
+            memory = layer(memory, src_mask)
+        y = self.embed_tokens(tgt_in)
+        for layer in self.decoder:
+            y = layer(y, memory, tgt_mask, src_mask)
+        return self.lm_head(y)
+
+
+def count_params(
+    *, d_model: int, num_heads: int, d_ff: int, num_layers: int, vocab_size: int = 50
+) -> int:
+    """Trainable parameters of the model with this shape."""
+    model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def reverse_batch(
+    generator: torch.Generator,
+    *,
+    batch_size: int,
+    src_len: int,
+    tgt_len: int,
+    min_len: int,
+    max_len: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A random reverse-task batch (src, tgt_in, tgt_out) of int64 ids, padded with <pad>.
+
+    Lengths are uniform in [min_len, max_len], symbols uniform over digit ids 3..12;
+    tgt_in = <bos> + reversed source, tgt_out = reversed source + <eos>.
+    """
+    if not 1 <= min_len <= max_len <= src_len or tgt_len < max_len + 1:
+        raise ValueError(
+            f"need 1 <= min_len <= max_len <= src_len and tgt_len > max_len, got "
+            f"min_len={min_len} max_len={max_len} src_len={src_len} tgt_len={tgt_len}"
+        )
+    lengths = torch.randint(min_len, max_len + 1, (batch_size, 1), generator=generator)
+    digits = torch.randint(
+        FIRST_DIGIT_ID, FIRST_DIGIT_ID + NUM_DIGITS, (batch_size, src_len), generator=generator
+    )
+    src_pos = torch.arange(src_len)[None, :]
+    src = torch.where(src_pos < lengths, digits, PAD_ID)
+
+    index = lengths - 1 - src_pos
+    reversed_ = torch.where(index >= 0, src.gather(1, index.clamp(min=0)), PAD_ID)
+    target = F.pad(reversed_, (0, tgt_len - src_len), value=PAD_ID)
+
+    tgt_pos = torch.arange(tgt_len)[None, :]
+    keep = tgt_pos <= lengths
+    tgt_out = torch.where(tgt_pos == lengths, EOS_ID, target).masked_fill(~keep, PAD_ID)
+    bos = torch.full((batch_size, 1), BOS_ID, dtype=target.dtype)
+    tgt_in = torch.cat([bos, target[:, :-1]], dim=1).masked_fill(~keep, PAD_ID)
+    return src, tgt_in, tgt_out
+
+
+def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+
+
+def train_step(
+    model: Transformer, optimizer: torch.optim.Optimizer, batch: tuple[Tensor, Tensor, Tensor]
+) -> Tensor:
+    """One full step: forward, loss, backward, clip, update. Returns the loss without syncing."""
+    src, tgt_in, tgt_out = batch
+    logits = model(src, tgt_in)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD_ID
+    )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    return loss.detach()
+
+
+def measure_train_steps_per_sec(
+    *,
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    num_layers: int,
+    batch_size: int,
+    src_len: int,
+    tgt_len: int,
+    min_len: int,
+    max_len: int,
+    vocab_size: int = 50,
+    steps: int = 50,
+    warmup: int = 5,
+    repeats: int = 3,
+    seed: int = 0,
+    threads: int | None = None,
+) -> dict:
+    """Train steps per second: `warmup` untimed steps, then `repeats` timed blocks of `steps`.
+
+    Batches are drawn before timing; each block ends with one `loss.item()`.
+    """
+    if threads is not None:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size))
+    model.train()
+    optimizer = make_optimizer(model)
+    batches = [
+        reverse_batch(
+            generator,
+            batch_size=batch_size,
+            src_len=src_len,
+            tgt_len=tgt_len,
+            min_len=min_len,
+            max_len=max_len,
+        )
+        for _ in range(warmup + steps * repeats)
+    ]
+
+    for batch in batches[:warmup]:
+        train_step(model, optimizer, batch)
+
+    rates: list[float] = []
+    for r in range(repeats):
+        block = batches[warmup + r * steps : warmup + (r + 1) * steps]
+        start = time.perf_counter()
+        for batch in block:
+            loss = train_step(model, optimizer, batch)
+        loss.item()
+        rates.append(steps / (time.perf_counter() - start))
+
+    return {
+        "steps_per_sec_median": statistics.median(rates),
+        "steps_per_sec_all": rates,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+
+
+SHAPES: dict[str, dict[str, int]] = {
+    "seed": {
+        "d_model": 64, "num_heads": 4, "d_ff": 256, "num_layers": 2,
+        "batch_size": 32, "min_len": 10, "max_len": 10, "src_len": 10, "tgt_len": 11,
+    },
+    "reference": {
+        "d_model": 128, "num_heads": 4, "d_ff": 512, "num_layers": 2,
+        "batch_size": 128, "min_len": 1, "max_len": 16, "src_len": 16, "tgt_len": 17,
+    },
+}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+
+    for name, shape in SHAPES.items():
+        params = count_params(
+            d_model=shape["d_model"],
+            num_heads=shape["num_heads"],
+            d_ff=shape["d_ff"],
+            num_layers=shape["num_layers"],
+        )
+        result = measure_train_steps_per_sec(
+            **shape,
+            steps=args.steps,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            threads=args.threads,
+        )
+        print(json.dumps({"shape": name, "params": params, **shape, **result}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from jabcli.cli import main
+
+main()

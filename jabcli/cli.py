@@ -1,0 +1,195 @@
+"""The `jab` command line. Commands only parse, call library code and print.
+
+JAX is imported inside the commands that need it, so `jab --help` starts instantly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from jabcli.errors import JabError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Train small Transformers on algorithmic toy tasks and look at what they learned.",
+)
+
+RunOption = Annotated[
+    Optional[Path], typer.Option("--run", help="Run folder (default: the newest under runs/).")
+]
+CheckpointOption = Annotated[
+    str, typer.Option("--checkpoint", help="Which checkpoint: best, latest or a step number.")
+]
+NoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Do not use the persistent compilation cache.")
+]
+
+
+@app.command("tasks")
+def tasks_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+) -> None:
+    """List the built-in tasks."""
+    from jabcli import config
+    from jabcli.display import console
+    from jabcli.tasks import TASKS
+
+    rows = []
+    for name, task in TASKS.items():
+        preset = config.resolve(name) if name in config.preset_names() else None
+        rows.append({
+            "name": name,
+            "description": task.description,
+            "alphabet": preset.task.alphabet if preset else task.alphabet,
+            "min_len": preset.task.min_len if preset else None,
+            "max_len": preset.task.max_len if preset else None,
+        })
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    from rich.table import Table
+
+    table = Table(title="Built-in tasks", title_justify="left")
+    for column in ("name", "description", "alphabet", "lengths"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
+    console.print(table)
+    console.print("Train one with: jab train --task NAME")
+
+
+@app.command()
+def train(
+    task: Annotated[Optional[str], typer.Option("--task", help="A built-in task name or a task YAML file.")] = None,
+    config_file: Annotated[Optional[Path], typer.Option("--config", help="A YAML config layered over the task preset.")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: --set model.d_model=128 (repeatable).")] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Number of training steps (overrides train.steps).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed (overrides train.seed).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>).")] = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a run from its newest checkpoint (default: the newest run).", metavar="[RUN]")] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Train a model on a task, showing the learning live."""
+    from jabcli import config as configuration
+    from jabcli import session
+
+    if resume is not None:
+        if task or config_file or sets or seed is not None or out:
+            raise JabError("--resume continues a run with its saved config; only --steps may change")
+        session.resume(None if resume == "latest" else Path(resume), steps, no_cache)
+        return
+    cfg = configuration.resolve(task, config_file, sets, steps, seed)
+    session.start(cfg, out, no_cache)
+
+
+@app.command("eval")
+def eval_command(
+    run: RunOption = None,
+    samples: Annotated[int, typer.Option("--samples", help="Held-out sequences to decode.")] = 1000,
+    min_len: Annotated[Optional[int], typer.Option("--min-len", help="Shortest input (default: the run's).")] = None,
+    max_len: Annotated[Optional[int], typer.Option("--max-len", help="Longest input (default: the run's).")] = None,
+    checkpoint: CheckpointOption = "latest",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out sample.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Measure a run on fresh held-out data: accuracy overall and by length."""
+    from jabcli import inspection
+    from jabcli.display import console, eval_report
+
+    loaded = inspection.load(run, checkpoint, no_cache)
+    result = inspection.evaluate_run(loaded, samples, min_len, max_len, seed)
+    if as_json:
+        print(json.dumps({k: v for k, v in result.items() if k != "examples"}
+                         | {"mistakes": [e for e in result["examples"] if not e["correct"]][:20]}))
+        return
+    t = loaded.cfg.task
+    console.print(eval_report(result, str(loaded.run.path), (t.min_len, t.max_len)))
+
+
+@app.command()
+def predict(
+    texts: Annotated[list[str], typer.Argument(help="Inputs to answer, e.g. 12345 (spaces are ignored).")],
+    run: RunOption = None,
+    checkpoint: CheckpointOption = "latest",
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Answer each input and mark it against the task's reference answer."""
+    from jabcli import inspection
+    from jabcli.display import console, predictions
+
+    loaded = inspection.load(run, checkpoint, no_cache)
+    console.print(predictions(inspection.predict(loaded, texts)))
+
+
+@app.command("show-attention")
+def show_attention(
+    run: RunOption = None,
+    input_text: Annotated[Optional[str], typer.Option("--input", help="Input to decode (default: a random held-out one).")] = None,
+    kind: Annotated[str, typer.Option("--kind", help="cross, encoder or decoder attention.")] = "cross",
+    layer: Annotated[Optional[int], typer.Option("--layer", help="Layer index (default: the last).")] = None,
+    head: Annotated[Optional[str], typer.Option("--head", help="Head index or 'mean' (default: all heads side by side).")] = None,
+    save: Annotated[Optional[Path], typer.Option("--save", help="Also write the picture to FILE.svg or FILE.html.")] = None,
+    checkpoint: CheckpointOption = "latest",
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Draw what the model attends to while answering one input."""
+    from jabcli import inspection
+
+    if kind not in ("cross", "encoder", "decoder"):
+        raise JabError(f"--kind must be cross, encoder or decoder, got {kind!r}")
+    if save is not None and save.suffix.lower() not in (".svg", ".html"):
+        raise JabError(f"--save writes .svg or .html files, got {str(save)!r}")
+    loaded = inspection.load(run, checkpoint, no_cache)
+    inspection.show_attention(loaded, input_text, kind, layer, head, save)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--resume" in args:  # `--resume` with no value means the newest run
+        i = args.index("--resume")
+        if i + 1 == len(args) or args[i + 1].startswith("-"):
+            args.insert(i + 1, "latest")
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args, prog_name="jab", standalone_mode=False)
+    except JabError as err:
+        if os.environ.get("JAB_DEBUG"):
+            raise
+        fail(str(err))
+    except typer.Exit as err:
+        sys.exit(err.exit_code)
+    except typer.Abort:
+        fail("aborted", code=130)
+    except KeyboardInterrupt:
+        fail("interrupted", code=130)
+    except Exception as err:
+        if not is_usage_error(err):
+            raise
+        if type(err).__name__ == "NoArgsIsHelpError":
+            print(err.format_message())
+            sys.exit(0)
+        ctx = getattr(err, "ctx", None)
+        where = f"jab {ctx.info_name}" if ctx is not None and ctx.parent is not None else "jab"
+        fail(f"{err.format_message()} (see '{where} --help')")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def is_usage_error(err: Exception) -> bool:
+    """Click's exceptions (vendored inside newer Typer) carry format_message and exit_code."""
+    return hasattr(err, "format_message") and hasattr(err, "exit_code")
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"jab: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(code)

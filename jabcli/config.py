@@ -1,0 +1,237 @@
+"""Run configuration: defaults, task presets, YAML files and `--set key=value` overrides.
+
+Everything is validated here, before anything is written to disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jabcli.errors import JabError
+from jabcli.tasks import TASKS, get_task, suggest
+from jabcli.tokenizer import DATA_CHARS
+
+
+@dataclass
+class TaskConfig:
+    name: str = "reverse"
+    min_len: int = 1
+    max_len: int = 16
+    alphabet: str = "0123456789"
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 256
+    dropout: float = 0.0
+    norm: str = "post"
+    activation: str = "relu"
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 64
+    steps: int = 5000
+    learning_rate: float = 1e-3
+    warmup_steps: int = 200
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    seed: int = 0
+    log_every: int = 50
+    eval_every: int = 250
+    eval_samples: int = 512
+    target_seq_acc: float = 0.99
+    keep_checkpoints: int = 3
+
+
+@dataclass
+class Config:
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
+CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
+
+
+def preset_names() -> list[str]:
+    return sorted(p.name[: -len(".yaml")] for p in _presets().iterdir() if p.name.endswith(".yaml"))
+
+
+def _presets():
+    """The presets folder: package data when installed, `tasks/` in a source checkout."""
+    try:
+        return resources.files("jabcli.presets")
+    except ModuleNotFoundError:  # an editable install maps no package onto tasks/
+        return Path(__file__).resolve().parent.parent / "tasks"
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from a file, or a one-line error naming the file."""
+    if not path.is_file():
+        raise JabError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise JabError(f"{path} is not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise JabError(f"{path} must hold a YAML mapping of sections (task, model, train)")
+    return data
+
+
+def preset(name: str) -> dict[str, Any]:
+    """The YAML preset of a built-in task."""
+    if name not in preset_names():
+        get_task(name)  # raises with the list of valid tasks
+    return yaml.safe_load((_presets() / f"{name}.yaml").read_text()) or {}
+
+
+def apply(config: Config, data: dict[str, Any], source: str) -> None:
+    """Overlay a nested mapping onto `config`, checking every key and type."""
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise JabError(
+                f"unknown config section {section!r} in {source}{suggest(str(section), SECTIONS)}; "
+                f"sections: {', '.join(SECTIONS)}"
+            )
+        if not isinstance(values, dict):
+            raise JabError(f"config section {section!r} in {source} must be a mapping")
+        for key, value in values.items():
+            set_key(config, f"{section}.{key}", value, source)
+
+
+def set_key(config: Config, dotted: str, value: Any, source: str = "--set") -> None:
+    section, _, key = dotted.partition(".")
+    names = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    if dotted not in names:
+        raise JabError(f"unknown config key {dotted!r} in {source}{suggest(dotted, names)}")
+    target = getattr(config, section)
+    expected = type(getattr(target, key))
+    setattr(target, key, coerce(dotted, value, expected))
+
+
+def coerce(dotted: str, value: Any, expected: type) -> Any:
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if expected is float and isinstance(value, str):
+        try:
+            return float(value)  # YAML 1.1 reads 3e-3 (no dot) as a string
+        except ValueError:
+            pass
+    if expected is str and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # an alphabet such as 0123 reads as a YAML number
+    if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
+        raise JabError(
+            f"config key {dotted!r} must be {expected.__name__}, got {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def parse_set(assignment: str) -> tuple[str, Any]:
+    """`model.d_model=128` -> ("model.d_model", 128), the value read as YAML."""
+    if "=" not in assignment:
+        raise JabError(f"--set takes key=value (for example model.d_model=128), got {assignment!r}")
+    key, _, raw = assignment.partition("=")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def resolve(
+    task: str | None,
+    config_file: Path | None = None,
+    sets: list[str] | None = None,
+    steps: int | None = None,
+    seed: int | None = None,
+) -> Config:
+    """Defaults <- task preset (or task YAML file) <- --config <- --set <- --steps/--seed."""
+    config = Config()
+    if task is not None:
+        if task.endswith((".yaml", ".yml")) or "/" in task:
+            apply(config, read_yaml(Path(task)), task)
+        else:
+            apply(config, preset(task), f"preset {task}")
+    if config_file is not None:
+        apply(config, read_yaml(config_file), str(config_file))
+    if task is None and config_file is None:
+        raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
+    for assignment in sets or []:
+        set_key(config, *parse_set(assignment))
+    if steps is not None:
+        config.train.steps = steps
+    if seed is not None:
+        config.train.seed = seed
+    validate(config)
+    return config
+
+
+def from_dict(data: dict[str, Any], source: str) -> Config:
+    config = Config()
+    apply(config, data, source)
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    get_task(config.task.name)
+    t, m, tr = config.task, config.model, config.train
+    positive = {
+        "task.min_len": t.min_len, "task.max_len": t.max_len,
+        "model.d_model": m.d_model, "model.num_heads": m.num_heads,
+        "model.num_layers": m.num_layers, "model.d_ff": m.d_ff,
+        "train.batch_size": tr.batch_size, "train.steps": tr.steps,
+        "train.log_every": tr.log_every, "train.eval_every": tr.eval_every,
+        "train.eval_samples": tr.eval_samples,
+        "train.keep_checkpoints": tr.keep_checkpoints, "train.learning_rate": tr.learning_rate,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise JabError(f"{key} must be positive, got {value}")
+    for key, value in {"train.warmup_steps": tr.warmup_steps, "train.weight_decay": tr.weight_decay,
+                       "train.clip_norm": tr.clip_norm, "train.seed": tr.seed}.items():
+        if value < 0:
+            raise JabError(f"{key} must be zero or more, got {value}")
+    if t.min_len > t.max_len:
+        raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
+    if m.d_model % m.num_heads:
+        raise JabError(
+            f"model.d_model ({m.d_model}) must be divisible by model.num_heads ({m.num_heads})"
+        )
+    if not 0.0 <= m.dropout < 1.0:
+        raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")
+    if not 0.0 < tr.target_seq_acc <= 1.0:
+        raise JabError(f"train.target_seq_acc must be in (0, 1], got {tr.target_seq_acc}")
+    for key, allowed in CHOICES.items():
+        section, _, name = key.partition(".")
+        value = getattr(getattr(config, section), name)
+        if value not in allowed:
+            raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if not t.alphabet:
+        raise JabError("task.alphabet must not be empty")
+    outside = sorted(set(t.alphabet) - set(DATA_CHARS))
+    if outside:
+        raise JabError(
+            f"task.alphabet has characters the tokenizer lacks: {''.join(outside)!r}; "
+            f"allowed: {DATA_CHARS!r}"
+        )
+    if len(set(t.alphabet)) != len(t.alphabet):
+        raise JabError(f"task.alphabet repeats characters: {t.alphabet!r}")

@@ -1,0 +1,185 @@
+"""Everything jab draws in the terminal with Rich: the live training view, result
+tables and attention heatmaps. Shapes and colours still read with NO_COLOR set:
+heatmap cells use block characters whose density follows the weight.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich import box
+from rich.columns import Columns
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+console = Console()
+err_console = Console(stderr=True)
+
+SHADES = " ░▒▓█"
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+class TrainView:
+    """Live view of a training run: progress bar, latest metrics, evaluations."""
+
+    def __init__(self, total_steps: int, start_step: int, title: str):
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[speed]}"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.bar = self.progress.add_task(title, total=total_steps, completed=start_step, speed="")
+        self.metrics: dict[str, Any] = {}
+        self.eval: dict[str, Any] = {}
+        self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
+
+    def __enter__(self) -> "TrainView":
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.live.update(self.render())
+        self.live.__exit__(*exc)
+
+    def render(self) -> Group:
+        table = Table(box=box.SIMPLE, show_header=True, header_style="bold")
+        for column in ("step", "loss", "token acc", "exact match", "held-out exact", "lr", "steps/s"):
+            table.add_column(column, justify="right")
+        m = self.metrics
+        if m:
+            table.add_row(
+                str(m["step"]), f"{m['loss']:.4f}", percent(m["token_acc"]), percent(m["seq_acc"]),
+                percent(self.eval["seq_acc"]) if self.eval else "-", f"{m['lr']:.2e}",
+                f"{m['steps_per_sec']:.0f}",
+            )
+        return Group(self.progress, table)
+
+    def on_log(self, record: dict[str, Any]) -> None:
+        self.metrics = record
+        self.progress.update(self.bar, completed=record["step"],
+                             speed=f"{record['steps_per_sec']:.0f} steps/s")
+        self.live.update(self.render())
+
+    def on_eval(self, result: dict[str, Any]) -> None:
+        self.eval = result
+        self.live.console.print(
+            f"step {result['step']:>6}  held-out: token acc {percent(result['token_acc'])}, "
+            f"exact match {percent(result['seq_acc'])} ({result['samples']} samples)"
+        )
+
+
+def examples_table(examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions") -> Table:
+    """A few predictions, mistakes first."""
+    ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table.add_column("input")
+    table.add_column("output")
+    table.add_column("expected")
+    table.add_column("", justify="center")
+    for e in ordered:
+        mark = Text("✓ right", style="green") if e["correct"] else Text("✗ wrong", style="red")
+        table.add_row(e["input"], e["output"], e["expected"], mark)
+    return table
+
+
+def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
+    ev = outcome["last_eval"]
+    table = Table(title="Run summary", box=box.SIMPLE_HEAD, show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("run", run_path)
+    table.add_row("steps", str(outcome["step"]))
+    table.add_row("wall time", f"{outcome['elapsed_s']:.1f} s")
+    if ev:
+        reached = ev["seq_acc"] >= target
+        table.add_row("held-out token acc", percent(ev["token_acc"]))
+        table.add_row("held-out exact match", percent(ev["seq_acc"]))
+        table.add_row("target", f"{percent(target)} " + ("reached" if reached else "not reached"))
+    parts: list[Any] = [table]
+    if ev:
+        parts.append(examples_table(ev["examples"]))
+    return Group(*parts)
+
+
+def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
+    head = Table(title=f"Evaluation of {run_path}", box=box.SIMPLE_HEAD, show_header=False)
+    head.add_column("what", style="bold")
+    head.add_column("value")
+    head.add_row("checkpoint", f"step {result['step']}")
+    head.add_row("samples", str(result["samples"]))
+    head.add_row("token accuracy", percent(result["token_acc"]))
+    head.add_row("exact match", percent(result["seq_acc"]))
+    lengths = Table(title="By input length", box=box.SIMPLE_HEAD)
+    for column in ("length", "samples", "token acc", "exact match", ""):
+        lengths.add_column(column, justify="right" if column else "left")
+    low, high = train_range
+    for length, row in sorted(result["per_length"].items()):
+        bar = "█" * round(20 * row["seq_acc"])
+        trained = "" if low <= length <= high else " (beyond training)"
+        lengths.add_row(str(length), str(row["samples"]), percent(row["token_acc"]),
+                        percent(row["seq_acc"]), bar + trained)
+    mistakes = [e for e in result["examples"] if not e["correct"]]
+    parts: list[Any] = [head, lengths]
+    if mistakes:
+        parts.append(examples_table(mistakes, limit=5, title="Some mistakes"))
+    else:
+        parts.append(Text("No mistakes.", style="green"))
+    return Group(*parts)
+
+
+def predictions(rows: list[dict[str, Any]]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("input", "prediction", "reference", ""):
+        table.add_column(column)
+    for r in rows:
+        mark = Text("✓ right", style="green") if r["correct"] else Text("✗ wrong", style="red")
+        table.add_row(r["input"], r["output"], r["expected"], mark)
+    return table
+
+
+def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -> Panel:
+    """One attention matrix [queries, keys] as a shaded grid, queries down, keys across."""
+    grid = Table(box=None, show_header=True, padding=(0, 0), header_style="bold")
+    grid.add_column("", justify="right", no_wrap=True)
+    for c in cols:
+        grid.add_column(label(c), justify="center", width=2, no_wrap=True)
+    for r, row in zip(rows, weights):
+        cells = [shade(float(w)) for w in row]
+        grid.add_row(label(r) + " ", *cells)
+    return Panel(grid, title=title, expand=False, border_style="dim")
+
+
+def shade(weight: float) -> Text:
+    level = min(len(SHADES) - 1, int(round(weight * (len(SHADES) - 1))))
+    return Text(SHADES[level] * 2, style=f"rgb({40 + int(215 * weight)},{60 + int(120 * weight)},90)")
+
+
+def legend() -> Text:
+    text = Text("weight: ")
+    for i, ch in enumerate(SHADES):
+        low = i / (len(SHADES) - 1)
+        text.append_text(shade(low))
+        text.append(f" {low:.2f}  ")
+    text.append("  (rows: queries, columns: keys)")
+    return text
+
+
+def label(token: str) -> str:
+    return {"<pad>": "·", "<bos>": "^", "<eos>": "$"}.get(token, token)
+
+
+def attention_view(panels: list[Panel], title: str) -> Group:
+    return Group(Text(title, style="bold"), Columns(panels, padding=(0, 1)), legend(),
+                 Text("^ = <bos>, $ = <eos>", style="dim"))

@@ -1,0 +1,258 @@
+"""Run folders: config, metrics, checkpoints, written so that no run is ever lost.
+
+    runs/<task>-<timestamp>/
+        config.yaml          the resolved config, with the vocabulary and format version
+        metrics.jsonl        one JSON object per log step
+        checkpoints/
+            step-00001200.npz  params, optimizer state, step, rng (no pickle)
+            manifest.json      each checkpoint's step, sha256 and held-out accuracy
+        .lock                the pid of the process writing the run
+
+Every file is written to a temporary name and renamed into place, and a checkpoint
+is listed in the manifest only once it is complete, so a kill at any moment leaves
+the previous checkpoint valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from jabcli.config import Config, from_dict
+from jabcli.errors import JabError
+from jabcli.tokenizer import Tokenizer
+
+FORMAT = 1
+RUNS_DIR = Path("runs")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise JabError(f"could not write {path}: {describe(err)}") from None
+
+
+def describe(err: OSError) -> str:
+    if err.errno == errno.ENOSPC:
+        return "the disk is full"
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "permission denied"
+    return err.strerror or str(err)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def new_run_dir(task: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = RUNS_DIR / f"{task}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = RUNS_DIR / f"{task}-{stamp}-{n}"
+    return path
+
+
+def latest_run(root: Path = RUNS_DIR) -> Path:
+    runs = [p for p in root.glob("*/config.yaml")] if root.is_dir() else []
+    if not runs:
+        raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
+    return max(runs, key=lambda p: p.stat().st_mtime).parent
+
+
+class Run:
+    """One run folder."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.checkpoints = self.path / "checkpoints"
+
+    @classmethod
+    def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> "Run":
+        run = cls(path)
+        try:
+            run.checkpoints.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise JabError(f"could not create run folder {path}: {describe(err)}") from None
+        data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
+        atomic_write(run.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
+        return run
+
+    @classmethod
+    def open(cls, path: Path | None) -> "Run":
+        """An existing run, checked to be one; the newest under runs/ when `path` is None."""
+        path = latest_run() if path is None else Path(path)
+        if not path.is_dir():
+            raise JabError(f"run folder {str(path)!r} does not exist")
+        if not (path / "config.yaml").is_file():
+            raise JabError(f"{path} is not a jab run (it has no config.yaml)")
+        return cls(path)
+
+    def load_config(self) -> tuple[Config, Tokenizer]:
+        try:
+            data = yaml.safe_load((self.path / "config.yaml").read_text())
+        except yaml.YAMLError:
+            raise JabError(f"{self.path}/config.yaml is not valid YAML") from None
+        if not isinstance(data, dict):
+            raise JabError(f"{self.path}/config.yaml is not a jab run config")
+        if data.pop("format", None) != FORMAT:
+            raise JabError(f"{self.path} was written by an incompatible version of jab (format {FORMAT} expected)")
+        vocab = data.pop("vocab", None)
+        if not isinstance(vocab, list):
+            raise JabError(f"{self.path}/config.yaml has no vocabulary")
+        return from_dict(data, f"{self.path}/config.yaml"), Tokenizer(vocab)
+
+    # metrics
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        try:
+            with open(self.path / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as err:
+            raise JabError(f"could not write {self.path}/metrics.jsonl: {describe(err)}") from None
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        path = self.path / "metrics.jsonl"
+        if not path.exists():
+            return []
+        records = []
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut short by a kill: everything after it is untrusted
+        return records
+
+    def truncate_metrics(self, step: int) -> None:
+        """Keep only the records up to `step` (used when resuming from a checkpoint)."""
+        kept = [r for r in self.read_metrics() if r["step"] <= step]
+        atomic_write(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept).encode())
+
+    # checkpoints
+
+    def manifest(self) -> dict[str, Any]:
+        path = self.checkpoints / "manifest.json"
+        if not path.exists():
+            return {"format": FORMAT, "checkpoints": []}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            raise JabError(f"{path} is corrupted (not valid JSON)") from None
+
+    def save_checkpoint(self, arrays: dict[str, np.ndarray], step: int, eval_seq_acc: float | None,
+                        keep: int) -> None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        data = buffer.getvalue()
+        name = f"step-{step:08d}.npz"
+        atomic_write(self.checkpoints / name, data)
+        manifest = self.manifest()
+        entries = [e for e in manifest["checkpoints"] if e["step"] != step]
+        entries.append({"file": name, "step": step, "sha256": sha256(data), "eval_seq_acc": eval_seq_acc})
+        entries.sort(key=lambda e: e["step"])
+        scored = [e for e in entries if e["eval_seq_acc"] is not None]
+        best = max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
+        kept = [e for e in entries if e in entries[-keep:] or e["file"] == best]
+        manifest.update(checkpoints=kept, best=best)
+        atomic_write(self.checkpoints / "manifest.json", json.dumps(manifest, indent=1).encode())
+        for e in entries:
+            if e not in kept:
+                with contextlib.suppress(OSError):
+                    (self.checkpoints / e["file"]).unlink()
+
+    def checkpoint_entry(self, which: str = "latest") -> dict[str, Any]:
+        entries = self.manifest()["checkpoints"]
+        if not entries:
+            raise JabError(f"{self.path} has no checkpoint yet")
+        if which == "latest":
+            return entries[-1]
+        if which == "best":
+            best = self.manifest().get("best")
+            return next((e for e in entries if e["file"] == best), entries[-1])
+        if which.isdigit():
+            for e in entries:
+                if e["step"] == int(which):
+                    return e
+            steps = ", ".join(str(e["step"]) for e in entries)
+            raise JabError(f"{self.path} has no checkpoint at step {which}; it has: {steps}")
+        raise JabError(f"--checkpoint takes best, latest or a step number, got {which!r}")
+
+    def newest_valid_checkpoint(self, warn) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The newest checkpoint that passes its checksum, warning about each one skipped."""
+        entries = self.manifest()["checkpoints"]
+        for entry in reversed(entries):
+            try:
+                return entry, self.load_checkpoint(entry)
+            except JabError as err:
+                warn(f"{err}; falling back to an earlier checkpoint")
+        if entries:
+            raise JabError(f"{self.path} has no valid checkpoint left")
+        raise JabError(f"{self.path} has no checkpoint yet")
+
+    def load_checkpoint(self, entry: dict[str, Any]) -> dict[str, np.ndarray]:
+        path = self.checkpoints / entry["file"]
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise JabError(f"checkpoint {path} is missing") from None
+        if sha256(data) != entry["sha256"]:
+            raise JabError(f"checkpoint {path} is corrupted (checksum mismatch)")
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+
+    # lock
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Refuse a second writer; a lock left by a dead process is taken over."""
+        path = self.path / ".lock"
+        while True:
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                break
+            except FileExistsError:
+                try:
+                    pid = int(path.read_text().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and pid_alive(pid):
+                    raise JabError(f"{self.path} is being written by another jab process (pid {pid})") from None
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,22 @@
+"""Process-wide JAX settings, applied before the first compilation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "jab" / "xla"
+
+
+def configure(no_cache: bool = False) -> None:
+    """Turn on JAX's persistent compilation cache unless --no-cache or JAB_NO_CACHE=1."""
+    import jax
+
+    if no_cache or os.environ.get("JAB_NO_CACHE", "") not in ("", "0"):
+        return
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir()))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

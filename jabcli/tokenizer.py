@@ -1,0 +1,68 @@
+"""One character-level vocabulary shared by every task, the encoder and the decoder.
+
+The special tokens come first, so their ids (0, 1, 2) can never collide with data
+(tensor2tensor once shipped exactly that bug). Data characters follow in code-point
+order, so sorting ids sorts the characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from jabcli.errors import JabError
+
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+SPECIALS = (PAD, BOS, EOS)
+DATA_CHARS = "".join(sorted("0123456789abcdefghijklmnopqrstuvwxyz+-*/=<>()#|_.,:;"))
+
+
+class Tokenizer:
+    """Maps text to ids and back; the token list is saved with every run."""
+
+    def __init__(self, tokens: Sequence[str] = (*SPECIALS, *DATA_CHARS)) -> None:
+        if tuple(tokens[:3]) != SPECIALS:
+            raise JabError(f"a vocabulary must start with {', '.join(SPECIALS)}")
+        self.tokens = list(tokens)
+        self._ids = {token: i for i, token in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and self.tokens == other.tokens
+
+    def id(self, char: str) -> int:
+        return self._ids[char]
+
+    def ids(self, chars: Iterable[str]) -> list[int]:
+        return [self._ids[c] for c in chars]
+
+    def encode(self, text: str, alphabet: str | None = None) -> list[int]:
+        """Text to ids; spaces are ignored. Characters outside `alphabet` are an error."""
+        text = clean(text)
+        allowed = alphabet if alphabet is not None else "".join(self.tokens[3:])
+        unknown = sorted({c for c in text if c not in allowed or c not in self._ids})
+        if unknown:
+            raise JabError(
+                f"input {text!r} has characters outside the alphabet {allowed!r}: "
+                f"{''.join(unknown)!r}"
+            )
+        return [self._ids[c] for c in text]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids to text, stopping at the first <eos> and skipping <pad> and <bos>."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i == EOS_ID:
+                break
+            if i in (PAD_ID, BOS_ID):
+                continue
+            out.append(self.tokens[i])
+        return "".join(out)
+
+
+def clean(text: str) -> str:
+    """User text as the model sees it: whitespace removed."""
+    return "".join(text.split())
