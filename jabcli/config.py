@@ -117,13 +117,17 @@ def apply(config: Config, data: dict[str, Any], source: str) -> None:
             set_key(config, f"{section}.{key}", value, source)
 
 
-def set_key(config: Config, dotted: str, value: Any, source: str = "--set") -> None:
+def set_key(config: Config, dotted: str, value: Any, source: str = "--set",
+            raw: str | None = None) -> None:
+    """Set one key; `raw` is the text typed after `=`, used as is for string keys."""
     section, _, key = dotted.partition(".")
     names = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
     if dotted not in names:
         raise JabError(f"unknown config key {dotted!r} in {source}{suggest(dotted, names)}")
     target = getattr(config, section)
     expected = type(getattr(target, key))
+    if expected is str and raw is not None:
+        value = raw  # --set task.alphabet=0123 means the text 0123, not YAML's octal 83
     setattr(target, key, coerce(dotted, value, expected))
 
 
@@ -135,17 +139,17 @@ def coerce(dotted: str, value: Any, expected: type) -> Any:
             return float(value)  # YAML 1.1 reads 3e-3 (no dot) as a string
         except ValueError:
             pass
-    if expected is str and isinstance(value, int) and not isinstance(value, bool):
-        return str(value)  # an alphabet such as 0123 reads as a YAML number
     if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
+        hint = " (quote it in YAML)" if expected is str else ""
         raise JabError(
-            f"config key {dotted!r} must be {expected.__name__}, got {type(value).__name__} {value!r}"
+            f"config key {dotted!r} must be {expected.__name__}, got {type(value).__name__} "
+            f"{value!r}{hint}"
         )
     return value
 
 
-def parse_set(assignment: str) -> tuple[str, Any]:
-    """`model.d_model=128` -> ("model.d_model", 128), the value read as YAML."""
+def parse_set(assignment: str) -> tuple[str, Any, str]:
+    """`model.d_model=128` -> ("model.d_model", 128, "128"): the value read as YAML, and raw."""
     if "=" not in assignment:
         raise JabError(f"--set takes key=value (for example model.d_model=128), got {assignment!r}")
     key, _, raw = assignment.partition("=")
@@ -153,7 +157,7 @@ def parse_set(assignment: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw)
     except yaml.YAMLError:
         value = raw
-    return key.strip(), value
+    return key.strip(), value, raw
 
 
 def resolve(
@@ -175,7 +179,8 @@ def resolve(
     if task is None and config_file is None:
         raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
     for assignment in sets or []:
-        set_key(config, *parse_set(assignment))
+        key, value, raw = parse_set(assignment)
+        set_key(config, key, value, "--set", raw)
     if steps is not None:
         config.train.steps = steps
     if seed is not None:

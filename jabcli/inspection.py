@@ -87,16 +87,16 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     if loaded.setup.task.target_length(longest) + 1 > MAX_POSITIONS:
         raise JabError(f"an input of length {longest} is longer than the model can take "
                        f"({MAX_POSITIONS - 1} symbols at most)")
-    batch = np.full((len(rows), longest), PAD_ID, np.int32)
+    batch = np.full((len(rows), longest + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
-        batch[i, : len(row)] = row
+        batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
     return batch
 
 
 def decode_batch(loaded: Loaded, src: np.ndarray) -> np.ndarray:
     from jabcli.decode import greedy_decode
 
-    max_out = loaded.setup.task.target_length(src.shape[1]) + 1
+    max_out = loaded.setup.task.target_length(src.shape[1] - 1) + 1
     return np.asarray(greedy_decode(loaded.setup.fns, loaded.params, src, max_out))
 
 

@@ -194,7 +194,10 @@ class Transformer(hk.Module):
     def __init__(self, cfg: ModelConfig, vocab_size: int, name: str | None = "transformer"):
         super().__init__(name=name)
         self.cfg = cfg
-        self.embed = hk.Embed(vocab_size, cfg.d_model, name="embed")
+        # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
+        # as large as the positional encoding instead of drowning it out.
+        self.embed = hk.Embed(vocab_size, cfg.d_model, name="embed",
+                              w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5))
         self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
         self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
         self.final_norms = [hk.LayerNorm(-1, True, True, name=f"{side}_final_norm") for side in ("encoder", "decoder")]

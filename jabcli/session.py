@@ -64,8 +64,9 @@ def _train(cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, 
     import jax
 
     from jabcli.display import TrainView, console, summary
-    from jabcli.train import Setup, Trainer, state_from_arrays, state_to_arrays
+    from jabcli.train import Setup, Trainer, check_devices, state_from_arrays, state_to_arrays
 
+    check_devices(cfg)
     setup = Setup.create(cfg, tokenizer)
     state = None
     run = existing or Run.create(path, cfg, tokenizer)

@@ -21,6 +21,7 @@ from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
 class Batch(NamedTuple):
     """Padded id arrays: `src` [batch, src_len], `tgt_in`/`tgt_out` [batch, tgt_len].
 
+    `src` is the source followed by <eos>.
     `tgt_in` is <bos> + target, `tgt_out` is target + <eos>: the decoder reads one and
     predicts the other.
     """
@@ -56,10 +57,21 @@ class Task:
         lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
         choice = jax.random.randint(sym_key, (batch_size, max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
-        src = jnp.where(valid, symbol_ids[choice], PAD_ID)
-        target, target_lengths = self.targets(src, lengths)
+        tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
+        target, target_lengths = self.targets(tokens, lengths)
         tgt_in, tgt_out = decoder_arrays(target, target_lengths, self.target_length(max_len) + 1)
-        return Batch(src.astype(jnp.int32), tgt_in, tgt_out)
+        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+
+
+def source_array(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+    """Padded ids [batch, L] -> [batch, L + 1] with <eos> after each source.
+
+    The end marker gives the encoder a fixed point to count back from, which is what
+    reverse (and any task whose output depends on the length) needs.
+    """
+    padded = jnp.pad(tokens, ((0, 0), (0, 1)), constant_values=PAD_ID)
+    at_end = jnp.arange(padded.shape[1])[None, :] == lengths[:, None]
+    return jnp.where(at_end, EOS_ID, padded).astype(jnp.int32)
 
 
 def decoder_arrays(

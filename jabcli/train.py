@@ -17,12 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from jabcli.config import Config
 from jabcli.decode import greedy_decode
+from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.tasks import Batch, Task, get_task
-from jabcli.tokenizer import PAD_ID, Tokenizer
+from jabcli.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
 TRAIN_STREAM, DROPOUT_STREAM, EVAL_STREAM = 0, 1, 2
 
@@ -94,6 +97,19 @@ class Setup:
         )
 
     @property
+    def mesh(self) -> Mesh:
+        """All local devices on one data-parallel axis; the batch is split along it."""
+        return Mesh(np.asarray(jax.devices()), ("data",))
+
+    @property
+    def batch_sharding(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P("data"))
+
+    @property
+    def replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P())
+
+    @property
     def max_out(self) -> int:
         """Decoder length: the longest target plus <eos>."""
         return self.task.target_length(self.cfg.task.max_len) + 1
@@ -117,6 +133,7 @@ class Setup:
     def update(self, state: TrainingState, _=None) -> tuple[TrainingState, dict]:
         """One optimizer step on a batch drawn from (rng, step)."""
         batch = self.sample(step_key(state.rng, TRAIN_STREAM, state.step), self.cfg.train.batch_size)
+        batch = jax.lax.with_sharding_constraint(batch, self.batch_sharding)
         dropout_key = step_key(state.rng, DROPOUT_STREAM, state.step)
         grads, metrics = jax.grad(self.loss, has_aux=True)(state.params, dropout_key, batch)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
@@ -159,7 +176,7 @@ def score(setup: Setup, src: np.ndarray, predicted: np.ndarray, expected: np.nda
     real = expected != PAD_ID
     token_hits = (predicted == expected) & real
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
-    lengths = np.sum(src != PAD_ID, axis=1)
+    lengths = np.sum((src != PAD_ID) & (src != EOS_ID), axis=1)
     per_length = {}
     for length in np.unique(lengths):
         rows = lengths == length
@@ -185,13 +202,23 @@ def score(setup: Setup, src: np.ndarray, predicted: np.ndarray, expected: np.nda
 Callback = Callable[[dict], None]
 
 
+def check_devices(cfg: Config) -> None:
+    devices = jax.device_count()
+    if cfg.train.batch_size % devices:
+        raise JabError(f"train.batch_size ({cfg.train.batch_size}) must divide evenly "
+                       f"over the {devices} devices")
+
+
 class Trainer:
     """The Python loop: chunks of jitted steps, periodic evaluation, early stop."""
 
     def __init__(self, setup: Setup, state: TrainingState | None = None):
         self.setup = setup
-        self.state = state if state is not None else setup.init(setup.cfg.train.seed)
-        self._chunk = jax.jit(setup.train_chunk, donate_argnums=0)
+        check_devices(setup.cfg)
+        state = state if state is not None else setup.init(setup.cfg.train.seed)
+        self.state = jax.device_put(state, setup.replicated)
+        self._chunk = jax.jit(setup.train_chunk, donate_argnums=0,
+                              out_shardings=(setup.replicated, setup.replicated))
 
     def run(self, on_log: Callback = lambda m: None, on_eval: Callback = lambda m: None,
             should_stop: Callable[[], bool] = lambda: False) -> dict:

@@ -1,0 +1,573 @@
+"""Benchmarks of jab: train throughput, time to solve, startup and greedy decoding.
+
+Training throughput against eager PyTorch, time to solve each task, CLI startup and time
+to the first step, and cached against recomputing greedy decoding:
+
+    python benchmarks/run.py [--quick] [--out benchmarks/results.json]
+                             [--sections train,solve,startup,decode]
+
+Sections (all by default, in this order):
+
+* train   - train steps/s of jab's jitted `train_chunk` and of the eager PyTorch baseline
+            (benchmarks/torch_baseline.py) at the "seed" and "reference" shapes, in this
+            process; padded tokens/s; model FLOP/s from XLA's cost analysis of one step;
+            and that as a fraction of a large float32 matmul's FLOP/s measured here too.
+* solve   - wall time, compilation included, of `Trainer(Setup.create(cfg)).run()` to
+            reach each preset's train.target_seq_acc, seeds 0, 1, 2, with the persistent
+            compilation cache off; one fresh process per run (benchmarks/solve_once.py).
+* startup - `jab --help` wall time, and time to the first train step of the reverse
+            preset in a fresh process (benchmarks/first_step.py), cold (empty
+            XDG_CACHE_HOME), warm (the same XDG_CACHE_HOME again) and with JAB_NO_CACHE=1.
+* decode  - greedy decoding of 1024 sources to 64 output tokens with a reference-shape
+            model: `greedy_decode` (key/value cache) against `greedy_decode_full`
+            (recompute), with the <eos> logit pushed down so no row stops early.
+
+--quick shrinks every section to smoke-test sizes (one seed, 100-step cap, a smaller
+decode batch); its figures check that the script works, not the targets. Tables go to
+the terminal; every figure goes to --out as JSON, rewritten after each section, and a
+last table checks each target of the issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from jabcli.config import Config, resolve
+from jabcli.decode import greedy_decode, greedy_decode_full
+from jabcli.tokenizer import EOS_ID, Tokenizer
+from jabcli.train import Setup
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
+
+SECTIONS = ("train", "solve", "startup", "decode")
+PRESETS = ("copy", "reverse", "sort")
+VOCAB_SIZE = len(Tokenizer())
+BASELINE_DROPOUT = 0.1  # torch_baseline.ModelConfig's default; jab is timed with the same
+
+TRAIN_SHAPES: dict[str, dict[str, int]] = {
+    "seed": {"d_model": 64, "num_heads": 4, "d_ff": 256, "num_layers": 2,
+             "batch_size": 32, "min_len": 10, "max_len": 10},
+    "reference": {"d_model": 128, "num_heads": 4, "d_ff": 512, "num_layers": 2,
+                  "batch_size": 128, "min_len": 1, "max_len": 16},
+}  # fmt: skip
+MODEL_KEYS = ("d_model", "num_heads", "d_ff", "num_layers")
+REFERENCE_MODEL = {k: TRAIN_SHAPES["reference"][k] for k in MODEL_KEYS}
+
+console = Console()
+if not console.is_terminal:
+    console.width = max(console.width, 110)  # rich assumes 80 columns when piped
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each section measures: the full run, or --quick smoke-test sizes."""
+
+    chunk: int = 25  # train steps per timed `train_chunk` call (train.log_every)
+    train_repeats: int = 3
+    torch_steps: int = 25
+    torch_warmup: int = 5
+    torch_repeats: int = 3
+    peak_size: int = 2048
+    peak_repeats: int = 7
+    solve_seeds: tuple[int, ...] = (0, 1, 2)
+    solve_steps: int | None = None  # None: the preset's train.steps
+    help_repeats: int = 5
+    first_step_repeats: int = 3
+    decode_batch: int = 1024
+    decode_len: int = 64
+    decode_repeats: int = 3
+
+
+QUICK = Sizes(chunk=5, train_repeats=2, torch_steps=5, torch_warmup=2, torch_repeats=2,
+              peak_repeats=3, solve_seeds=(0,), solve_steps=100, help_repeats=3,
+              first_step_repeats=1, decode_batch=128, decode_len=32, decode_repeats=1)
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds to run `fn` and wait for its arrays, and its result."""
+    tic = time.perf_counter()
+    result = jax.block_until_ready(fn())
+    return time.perf_counter() - tic, result
+
+
+def fmt(value: float | None, spec: str = ".3g", suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    return f"{value:{spec}}{suffix}"
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    out = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        out.add_column(column, justify="left" if i == 0 else "right")
+    for row in rows:
+        out.add_row(*row)
+    return out
+
+
+def note(text: str) -> None:
+    console.print(f"[dim]{text}[/dim]")
+
+
+def run_json_child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, dict]:
+    """Run a helper script; (parent wall seconds until its JSON line, that JSON or an error)."""
+    with tempfile.TemporaryFile("w+") as stderr:
+        tic = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, env=env)
+        line = proc.stdout.readline()
+        while line and not line.startswith("{"):  # skip anything printed before the result
+            line = proc.stdout.readline()
+        wall = time.perf_counter() - tic
+        proc.communicate()
+        if proc.returncode != 0 or not line.strip():
+            stderr.seek(0)
+            return wall, {"error": f"exit {proc.returncode}: {stderr.read()[-2000:]}"}
+    return wall, json.loads(line)
+
+
+def machine_info() -> dict:
+    return {
+        "time": datetime.datetime.now().isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "persistent_cache_in_this_process": jax.config.jax_compilation_cache_dir,
+    }
+
+
+# ---------------------------------------------------------------- train
+
+
+def train_config(shape: dict[str, int], log_every: int, dropout: float) -> Config:
+    sets = [f"model.{k}={shape[k]}" for k in MODEL_KEYS]
+    sets += [f"train.batch_size={shape['batch_size']}", f"task.min_len={shape['min_len']}",
+             f"task.max_len={shape['max_len']}", "task.alphabet=0123456789",
+             f"train.log_every={log_every}", f"model.dropout={dropout}"]
+    return resolve("reverse", sets=sets)
+
+
+def matmul_peak(size: int, repeats: int) -> dict:
+    """FLOP/s of a float32 [size, size] @ [size, size] jnp.dot, median of `repeats`."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
+    dot = jax.jit(jnp.dot)
+    timed(lambda: dot(a, b))
+    seconds = [timed(lambda: dot(a, b))[0] for _ in range(repeats)]
+    return {"size": size, "seconds_all": seconds, "flops_per_s": 2 * size**3 / median(seconds)}
+
+
+def step_flops(setup: Setup, state) -> float:
+    """XLA's FLOP count of one jitted `setup.update` (the cost analysis may be a list)."""
+    analysis = jax.jit(setup.update).lower(state).compile().cost_analysis()
+    if isinstance(analysis, (list, tuple)):
+        analysis = analysis[0] if analysis else {}
+    return float((analysis or {}).get("flops", float("nan")))
+
+
+def jab_train(shape: dict[str, int], sizes: Sizes, dropout: float, peak: float) -> dict:
+    """Steps/s of the jitted train_chunk after a warm-up call, median of the repeats."""
+    setup = Setup.create(train_config(shape, sizes.chunk, dropout))
+    state = setup.init(0)
+    flops = step_flops(setup, state)
+    chunk = jax.jit(setup.train_chunk, donate_argnums=0)
+    num_steps = jnp.asarray(sizes.chunk, jnp.int32)
+    compile_s, (state, _) = timed(lambda: chunk(state, num_steps))
+    rates = []
+    for _ in range(sizes.train_repeats):
+        seconds, (state, _) = timed(lambda: chunk(state, num_steps))
+        rates.append(sizes.chunk / seconds)
+    steps_per_s = median(rates)
+    src_len, tgt_len = shape["max_len"] + 1, setup.max_out
+    flops_per_s = flops * steps_per_s
+    return {
+        "steps_per_s": steps_per_s,
+        "steps_per_s_all": rates,
+        "steps_per_call": sizes.chunk,
+        "first_call_s": compile_s,
+        "src_len": src_len,
+        "tgt_len": tgt_len,
+        "padded_tokens_per_s": steps_per_s * shape["batch_size"] * (src_len + tgt_len),
+        "flops_per_step": flops,
+        "flops_per_s": flops_per_s,
+        "fraction_of_matmul_peak": flops_per_s / peak,
+        "dropout": dropout,
+        "params": int(sum(x.size for x in jax.tree_util.tree_leaves(state.params))),
+    }
+
+
+def torch_train(shape: dict[str, int], sizes: Sizes) -> dict:
+    """The eager PyTorch baseline at the same shape, or why it was skipped."""
+    try:
+        import torch_baseline
+    except ImportError as err:
+        return {"skipped": f"PyTorch baseline not importable: {err}"}
+    return torch_baseline.measure_train_steps_per_sec(
+        **shape, src_len=shape["max_len"] + 1, tgt_len=shape["max_len"] + 1,
+        vocab_size=VOCAB_SIZE, steps=sizes.torch_steps, warmup=sizes.torch_warmup,
+        repeats=sizes.torch_repeats,
+    )
+
+
+def baseline_dropout() -> float:
+    try:
+        import torch_baseline
+    except ImportError:
+        return BASELINE_DROPOUT
+    return torch_baseline.ModelConfig.__dataclass_fields__["dropout"].default
+
+
+def bench_train(sizes: Sizes) -> dict:
+    note(f"train: matmul peak ({sizes.peak_size}x{sizes.peak_size} float32)")
+    peak = matmul_peak(sizes.peak_size, sizes.peak_repeats)
+    dropout = baseline_dropout()
+    shapes = {}
+    for name, shape in TRAIN_SHAPES.items():
+        note(f"train: jab, {name} shape (compiling)")
+        jab = jab_train(shape, sizes, dropout, peak["flops_per_s"])
+        note(f"train: PyTorch eager, {name} shape")
+        torch = torch_train(shape, sizes)
+        if "skipped" in torch:
+            console.print(f"[yellow]{torch['skipped']}; the baseline is skipped[/yellow]")
+        ratio = None if "skipped" in torch else jab["steps_per_s"] / torch["steps_per_sec_median"]
+        shapes[name] = {"shape": shape, "jab": jab, "torch": torch, "jab_over_torch": ratio}
+    print_train(peak, shapes)
+    return {"matmul_peak": peak, "shapes": shapes}
+
+
+def print_train(peak: dict, shapes: dict) -> None:
+    rows = []
+    for name, r in shapes.items():
+        jab, torch = r["jab"], r["torch"]
+        rows.append([
+            name, fmt(jab["steps_per_s"], ".1f"), fmt(jab["padded_tokens_per_s"], ",.0f"),
+            fmt(jab["flops_per_step"] / 1e9, ".2f"), fmt(jab["flops_per_s"] / 1e9, ".1f"),
+            fmt(100 * jab["fraction_of_matmul_peak"], ".1f", "%"),
+            fmt(torch.get("steps_per_sec_median"), ".1f"), fmt(r["jab_over_torch"], ".2f", "x"),
+        ])
+    console.print(table("train", ["shape", "jab step/s", "padded tok/s", "GFLOP/step",
+                                  "GFLOP/s", "% peak", "torch step/s", "jab/torch"], rows))
+    note(f"reverse task, dropout {shapes['seed']['jab']['dropout']} in both;"
+         f" matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s;"
+         " padded tok/s = steps/s * batch * (src_len + tgt_len), padding included;"
+         " GFLOP/step from XLA's cost analysis of one jitted Setup.update")
+
+
+# ---------------------------------------------------------------- solve
+
+
+def bench_solve(sizes: Sizes) -> dict:
+    out = {}
+    for task in PRESETS:
+        runs = []
+        for seed in sizes.solve_seeds:
+            note(f"solve: {task}, seed {seed}")
+            args = [str(HERE / "solve_once.py"), "--task", task, "--seed", str(seed)]
+            if sizes.solve_steps is not None:
+                args += ["--steps", str(sizes.solve_steps)]
+            process_s, result = run_json_child(args)
+            runs.append({**result, "process_s": process_s})
+        ok = [r for r in runs if "error" in r or not r["reached"]] == []
+        out[task] = {
+            "median_wall_s": median([r["wall_s"] for r in runs if "wall_s" in r]),
+            "all_reached": ok,
+            "runs": runs,
+        }
+    print_solve(out)
+    return out
+
+
+def print_solve(out: dict) -> None:
+    rows = []
+    for task, r in out.items():
+        runs = r["runs"]
+        rows.append([
+            task, fmt(r["median_wall_s"], ".1f", " s"),
+            ", ".join(fmt(x.get("wall_s"), ".1f") for x in runs),
+            ", ".join(str(x.get("steps", "error")) for x in runs),
+            ", ".join(fmt(x.get("seq_acc"), ".3f") for x in runs),
+            "yes" if r["all_reached"] else "no",
+        ])
+    console.print(table("solve", ["task", "median", "each seed (s)", "steps", "eval seq_acc",
+                                  "reached"], rows))
+    note("wall time of Trainer(Setup.create(cfg)).run() to the preset's target_seq_acc,"
+         " compilation included, persistent cache off, one fresh process per run")
+
+
+# ---------------------------------------------------------------- startup
+
+
+def jab_executable() -> str:
+    beside = Path(sys.executable).with_name("jab")
+    return str(beside) if beside.exists() else "jab"
+
+
+def time_help(repeats: int) -> dict:
+    """Wall time of `jab --help` in a subprocess, after one untimed run."""
+    command = [jab_executable(), "--help"]
+    subprocess.run(command, capture_output=True, check=True)
+    seconds = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=True)
+        seconds.append(time.perf_counter() - tic)
+    return {"median_s": median(seconds), "all_s": seconds}
+
+
+def first_step_env(cache_home: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "JAB_NO_CACHE"}
+    if cache_home is None:
+        env["JAB_NO_CACHE"] = "1"
+    else:
+        env["XDG_CACHE_HOME"] = cache_home
+    return env
+
+
+def time_first_steps(repeats: int) -> dict[str, list[dict]]:
+    """Cold (empty cache dir), warm (same dir again) and no-cache first steps, `repeats` each."""
+    script = [str(HERE / "first_step.py")]
+    runs: dict[str, list[dict]] = {"cold": [], "warm": [], "no_cache": []}
+    for i in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="jab-bench-cache-") as cache_home:
+            for kind in ("cold", "warm"):
+                note(f"startup: first step, {kind} cache ({i + 1}/{repeats})")
+                wall, child = run_json_child(script, first_step_env(cache_home))
+                runs[kind].append({"process_s": wall, **child})
+        note(f"startup: first step, JAB_NO_CACHE=1 ({i + 1}/{repeats})")
+        wall, child = run_json_child(script, first_step_env(None))
+        runs["no_cache"].append({"process_s": wall, **child})
+    return runs
+
+
+def bench_startup(sizes: Sizes) -> dict:
+    note("startup: jab --help")
+    help_ = time_help(sizes.help_repeats)
+    runs = time_first_steps(sizes.first_step_repeats)
+    first = {
+        kind: {
+            "median_process_s": median([r["process_s"] for r in rs if "error" not in r]),
+            "median_in_script_s": median(
+                [r["since_script_start_s"] for r in rs if "error" not in r]),
+            "runs": rs,
+        }
+        for kind, rs in runs.items()
+    }
+    rows = [["jab --help", fmt(help_["median_s"], ".3f", " s"), "-", "-", "-"]]
+    for kind, r in first.items():
+        ok = [x for x in r["runs"] if "error" not in x]
+        rows.append([
+            f"first step, {kind.replace('_', ' ')}", fmt(r["median_process_s"], ".2f", " s"),
+            fmt(r["median_in_script_s"], ".2f", " s"),
+            fmt(median([x["import_s"] for x in ok]), ".2f", " s"),
+            fmt(median([x["first_step_s"] + x["init_s"] for x in ok]), ".2f", " s"),
+        ])
+    console.print(table("startup", ["what", "process wall", "in script", "imports",
+                                    "init + step"], rows))
+    note("first step: reverse preset, one step of the jitted train_chunk in a fresh process;"
+         " process wall: from spawning the interpreter until the child reports it;"
+         " in script: from the helper's first line")
+    return {"help": help_, "first_step": first}
+
+
+# ---------------------------------------------------------------- decode
+
+
+def never_eos(params: dict) -> dict:
+    """The same parameters with the <eos> output bias at -1e9, so decoding runs full length."""
+    params = {name: dict(leaves) for name, leaves in params.items()}
+    (name,) = [n for n in params if n.endswith("to_logits")]
+    params[name]["b"] = params[name]["b"].at[EOS_ID].set(-1e9)
+    return params
+
+
+def decode_steps(out: np.ndarray) -> int:
+    """Loop iterations greedy decoding ran: until the last row's first <eos>, else all."""
+    has_eos = (out == EOS_ID).any(axis=1)
+    ends = np.where(has_eos, (out == EOS_ID).argmax(axis=1) + 1, out.shape[1])
+    return int(ends.max())
+
+
+def time_decoder(decoder, setup: Setup, params, src, max_out: int, repeats: int) -> dict:
+    tic = time.perf_counter()
+    compiled = decoder.lower(setup.fns, params, src, max_out).compile()
+    compile_s = time.perf_counter() - tic
+    runs = [timed(lambda: compiled(params, src)) for _ in range(repeats)]
+    output = np.asarray(runs[-1][1])
+    seconds = [s for s, _ in runs]
+    return {"compile_s": compile_s, "median_s": median(seconds), "all_s": seconds,
+            "decode_steps": decode_steps(output), "output": output}
+
+
+def bench_decode(sizes: Sizes) -> dict:
+    max_out, batch = sizes.decode_len, sizes.decode_batch
+    src_len = max_out - 1  # reverse: max_out = source length + <eos>
+    sets = [f"model.{k}={v}" for k, v in REFERENCE_MODEL.items()]
+    sets += [f"task.min_len={src_len}", f"task.max_len={src_len}"]
+    setup = Setup.create(resolve("reverse", sets=sets))
+    params = never_eos(setup.init(0).params)
+    src = setup.sample(jax.random.PRNGKey(1), batch).src
+    results = {}
+    for name, decoder in (("incremental", greedy_decode), ("full", greedy_decode_full)):
+        note(f"decode: {name} ({batch} x {max_out}, compiling then {sizes.decode_repeats} run(s))")
+        results[name] = time_decoder(decoder, setup, params, src, max_out, sizes.decode_repeats)
+    identical = bool(np.array_equal(results["incremental"].pop("output"),
+                                    results["full"].pop("output")))
+    out = {"batch": batch, "src_len": src.shape[1], "max_out": max_out, **results,
+           "speedup": results["full"]["median_s"] / results["incremental"]["median_s"],
+           "identical": identical, "params": "random init, <eos> bias -1e9"}
+    rows = [[name, fmt(r["median_s"], ".3f", " s"), fmt(r["compile_s"], ".1f", " s"),
+             str(r["decode_steps"])] for name, r in results.items()]
+    console.print(table("decode", ["decoder", "median", "compile", "steps run"], rows))
+    note(f"{batch} sources of {src.shape[1]} ids decoded to {max_out} tokens, reference-shape"
+         f" model, random init with <eos> never chosen; speedup {out['speedup']:.1f}x,"
+         f" outputs identical: {identical}")
+    return out
+
+
+# ---------------------------------------------------------------- summary
+
+
+def dig(results: dict, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(results, dict) or key not in results:
+            return None
+        results = results[key]
+    return results
+
+
+def at_least(value: float | None, limit: float) -> bool | None:
+    return None if value is None or np.isnan(value) else value >= limit
+
+
+def at_most(value: float | None, limit: float) -> bool | None:
+    return None if value is None or np.isnan(value) else value <= limit
+
+
+def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
+    """One row per target of the issue: what it asks, what was measured, whether it is met."""
+    rows = []
+
+    def add(target: str, measured: str, met: bool | None) -> None:
+        rows.append({"target": target, "measured": measured, "met": met})
+
+    if "train" in results:
+        ratio = dig(results, "train", "shapes", "reference", "jab_over_torch")
+        add("reference shape: jab >= 1.3x PyTorch", fmt(ratio, ".2f", "x"), at_least(ratio, 1.3))
+        fraction = dig(results, "train", "shapes", "reference", "jab", "fraction_of_matmul_peak")
+        add("reference shape: >= 70% of matmul peak",
+            fmt(None if fraction is None else 100 * fraction, ".1f", "%"),
+            at_least(fraction, 0.70))
+        ratio = dig(results, "train", "shapes", "seed", "jab_over_torch")
+        add("seed shape: jab >= 2x PyTorch", fmt(ratio, ".2f", "x"), at_least(ratio, 2.0))
+    if "solve" in results:
+        for task, limit in (("copy", 20), ("reverse", 45), ("sort", 60)):
+            r = results["solve"][task]
+            measured, met = fmt(r["median_wall_s"], ".1f", " s"), at_most(r["median_wall_s"], limit)
+            if not r["all_reached"] and sizes.solve_steps is not None:
+                measured += f" (target not reached, capped at {sizes.solve_steps} steps)"
+                met = None
+            elif not r["all_reached"]:
+                measured += " (target not reached by every seed)"
+                met = False
+            add(f"{task} solved in <= {limit} s (median of seeds)", measured, met)
+    if "startup" in results:
+        seconds = dig(results, "startup", "help", "median_s")
+        add("jab --help <= 0.3 s", fmt(seconds, ".3f", " s"), at_most(seconds, 0.3))
+        seconds = dig(results, "startup", "first_step", "warm", "median_process_s")
+        add("warm first step <= 1 s (process wall)", fmt(seconds, ".2f", " s"),
+            at_most(seconds, 1.0))
+    if "decode" in results:
+        r = results["decode"]
+        add("incremental decode >= 5x full, identical",
+            f"{r['speedup']:.1f}x, identical: {r['identical']}",
+            r["speedup"] >= 5 and r["identical"])
+    return rows
+
+
+def print_summary(rows: list[dict], quick: bool) -> None:
+    mark = {True: "[green]met[/green]", False: "[red]not met[/red]", None: "[yellow]n/a[/yellow]"}
+    console.print(table("targets", ["target", "measured", "status"],
+                        [[r["target"], r["measured"], mark[r["met"]]] for r in rows]))
+    if quick:
+        console.print("[yellow]--quick: smoke-test sizes; these figures are not the real"
+                      " measurement[/yellow]")
+
+
+# ---------------------------------------------------------------- main
+
+
+BENCHES: dict[str, Callable[[Sizes], dict]] = {
+    "train": bench_train, "solve": bench_solve, "startup": bench_startup, "decode": bench_decode,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke-test sizes (a few minutes)")
+    parser.add_argument("--out", type=Path, default=HERE / "results.json", help="JSON results file")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated, from: {','.join(SECTIONS)}")
+    args = parser.parse_args(argv)
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = sorted(set(args.sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    return args
+
+
+def write_json(path: Path, results: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, default=float) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    sizes = QUICK if args.quick else Sizes()
+    results: dict[str, Any] = {"machine": machine_info(), "quick": args.quick,
+                               "sizes": asdict(sizes)}
+    for section in SECTIONS:
+        if section in args.sections:
+            tic = time.perf_counter()
+            results[section] = BENCHES[section](sizes)
+            results[section]["section_s"] = time.perf_counter() - tic
+            write_json(args.out, results)
+    results["summary"] = summary_rows(results, sizes)
+    print_summary(results["summary"], args.quick)
+    write_json(args.out, results)
+    note(f"results written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

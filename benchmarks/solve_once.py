@@ -1,0 +1,53 @@
+"""Time one training run to its target accuracy in a fresh process (a helper of benchmarks/run.py).
+
+    python benchmarks/solve_once.py --task copy --seed 0 [--steps N] [--set key=value ...]
+
+Times `Trainer(Setup.create(cfg)).run()`, compilation included, with the persistent
+compilation cache off (`jabcli.runtime.configure(no_cache=True)`), and prints one JSON
+line. Each run gets its own process so that no run reuses another's compiled code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=None, help="cap on the preset's train.steps")
+    parser.add_argument("--set", dest="sets", action="append", default=[])
+    args = parser.parse_args()
+
+    from jabcli import runtime
+
+    runtime.configure(no_cache=True)
+    import jax
+
+    from jabcli.config import resolve
+    from jabcli.train import Setup, Trainer
+
+    cfg = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)
+    start = time.perf_counter()
+    result = Trainer(Setup.create(cfg)).run()
+    wall = time.perf_counter() - start
+
+    seq_acc = result["last_eval"].get("seq_acc", 0.0)
+    print(json.dumps({
+        "task": args.task,
+        "seed": args.seed,
+        "wall_s": wall,
+        "steps": result["step"],
+        "max_steps": cfg.train.steps,
+        "seq_acc": seq_acc,
+        "target_seq_acc": cfg.train.target_seq_acc,
+        "reached": seq_acc >= cfg.train.target_seq_acc,
+        "persistent_cache": jax.config.jax_compilation_cache_dir,
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

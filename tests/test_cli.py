@@ -1,0 +1,92 @@
+"""The command line, run as a user runs it: real subprocesses, real training, real files."""
+
+import json
+from pathlib import Path
+
+import pytest
+from jabrun import TINY, jab
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A tiny copy model trained for 300 steps by `jab train`."""
+    cwd = tmp_path_factory.mktemp("work")
+    jab("train", *TINY, "--steps", "300", "--out", "runs/tiny", cwd=cwd)
+    return cwd
+
+
+def test_train_writes_config_metrics_and_a_checkpoint(trained):
+    run = trained / "runs" / "tiny"
+    assert (run / "config.yaml").is_file()
+    manifest = json.loads((run / "checkpoints" / "manifest.json").read_text())
+    assert manifest["checkpoints"][-1]["step"] == 300
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for key in ("step", "loss", "token_acc", "seq_acc", "lr", "steps_per_sec", "elapsed_s"):
+        assert key in records[0]
+    assert records[-1]["loss"] < records[0]["loss"] / 3
+
+
+def test_eval_shows_accuracy_far_above_chance(trained):
+    out = jab("eval", "--json", "--samples", "300", cwd=trained).stdout
+    result = json.loads(out)
+    # Chance is 25% per token and under 2% per sequence over this alphabet.
+    assert result["token_acc"] > 0.8
+    assert result["seq_acc"] > 0.5
+    assert set(result["per_length"]) == {str(n) for n in range(1, 6)}
+
+
+def test_eval_prints_a_table_by_length(trained):
+    out = jab("eval", "--run", "runs/tiny", "--samples", "200", cwd=trained).stdout
+    assert "exact match" in out and "By input length" in out
+
+
+def test_predict_marks_answers_against_the_reference(trained):
+    out = jab("predict", "0123", "3 2 1", "--run", "runs/tiny", cwd=trained).stdout
+    assert "0123" in out and "321" in out
+    assert "right" in out or "wrong" in out
+
+
+def test_show_attention_draws_a_heatmap_and_saves_svg(trained):
+    out = jab("show-attention", "--input", "0123", "--save", "attn.svg", cwd=trained).stdout
+    assert "cross attention" in out and "head 0" in out and "head 3" in out
+    assert (trained / "attn.svg").read_text().startswith("<svg")
+    mean = jab("show-attention", "--kind", "encoder", "--head", "mean", "--layer", "0",
+               cwd=trained).stdout
+    assert "mean of heads" in mean
+
+
+def test_same_seed_and_config_give_the_same_losses(tmp_path):
+    args = ["train", *TINY, "--steps", "100"]
+    jab(*args, "--out", "a", cwd=tmp_path)
+    jab(*args, "--out", "b", cwd=tmp_path)
+
+    def losses(name):
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line)["loss"] for line in lines]
+
+    assert losses("a") == losses("b")
+
+
+BAD_INPUT = {
+    "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, sort"),
+    "unknown config key": (["train", "--task", "copy", "--set", "model.d_modle=64"], "model.d_model"),
+    "heads do not divide d_model": (
+        ["train", "--task", "copy", "--set", "model.num_heads=5"], "divisible"),
+    "missing run folder": (["eval", "--run", "no/such/run"], "does not exist"),
+    "characters outside the alphabet": (["predict", "--run", "RUN", "12x"], "outside the alphabet"),
+    "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
+    "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+def test_bad_input_gets_one_clear_line_and_exit_code_2(case, trained):
+    args, expected = BAD_INPUT[case]
+    args = [str(trained / "runs" / "tiny") if a == "RUN" else a for a in args]
+    before = sorted(p.name for p in (trained / "runs").iterdir())
+    result = jab(*args, cwd=trained, check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0] and "Traceback" not in result.stderr
+    assert sorted(p.name for p in (trained / "runs").iterdir()) == before

@@ -1,0 +1,107 @@
+"""Nothing lost: interrupts, resume, corrupted checkpoints, locks, bad numerics."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from jabrun import TINY, interrupt_after, jab
+
+LONG = [*TINY, "--steps", "1000", "--set", "train.log_every=25"]
+
+
+def checkpoint(run: Path, step: int) -> dict:
+    data = (run / "checkpoints" / f"step-{step:08d}.npz").read_bytes()
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def newest_step(run: Path) -> int:
+    return json.loads((run / "checkpoints/manifest.json").read_text())["checkpoints"][-1]["step"]
+
+
+def metrics(run: Path) -> list[dict]:
+    timing = {"steps_per_sec", "elapsed_s"}
+    return [{k: v for k, v in json.loads(line).items() if k not in timing}
+            for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_ctrl_c_then_resume_ends_bitwise_equal_to_an_uninterrupted_run(tmp_path):
+    jab("train", *LONG, "--out", "whole", cwd=tmp_path)
+    code, out, err = interrupt_after(["train", *LONG, "--out", "cut"], tmp_path, Path("cut"), 4)
+    assert code == 130, err
+    assert "jab train --resume cut" in " ".join(out.split())
+    stopped_at = newest_step(tmp_path / "cut")
+    assert 0 < stopped_at < newest_step(tmp_path / "whole")  # it really stopped part-way
+
+    jab("train", "--resume", "cut", cwd=tmp_path)
+    final = newest_step(tmp_path / "whole")
+    assert newest_step(tmp_path / "cut") == final
+    whole, cut = checkpoint(tmp_path / "whole", final), checkpoint(tmp_path / "cut", final)
+    assert whole.keys() == cut.keys()
+    for name in whole:
+        np.testing.assert_array_equal(whole[name], cut[name], err_msg=name)
+    assert metrics(tmp_path / "whole") == metrics(tmp_path / "cut")
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+    code, out, _ = interrupt_after(["train", *LONG, "--out", "run"], tmp_path, Path("run"), 2,
+                                   signal.SIGTERM)
+    assert code == 143
+    manifest = json.loads((tmp_path / "run/checkpoints/manifest.json").read_text())
+    last = manifest["checkpoints"][-1]["step"]
+    assert last % 25 == 0 and last >= 50
+    assert f"Interrupted at step {last}" in out
+
+
+@pytest.fixture
+def three_checkpoints(tmp_path) -> Path:
+    jab("train", *TINY, "--steps", "300", "--out", "run", cwd=tmp_path)
+    return tmp_path
+
+
+def test_a_truncated_checkpoint_is_named_and_eval_fails_cleanly(three_checkpoints):
+    newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    result = jab("eval", "--run", "run", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2
+    assert "step-00000300.npz" in result.stderr and "corrupted" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
+    newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
+    newest.write_bytes(b"garbage")
+    result = jab("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
+    assert "step-00000300.npz" in result.stdout and "falling back" in result.stdout
+    assert "Resuming run from step 200" in " ".join(result.stdout.split())
+    steps = [json.loads(line)["step"] for line in
+             (three_checkpoints / "run/metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] > 200  # no step logged twice
+
+
+def test_a_run_locked_by_a_live_process_is_refused(three_checkpoints):
+    (three_checkpoints / "run/.lock").write_text(str(os.getpid()))
+    result = jab("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2
+    assert "another jab process" in result.stderr
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(three_checkpoints):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (three_checkpoints / "run/.lock").write_text(str(dead.pid))
+    jab("train", "--resume", "run", "--steps", "350", cwd=three_checkpoints)
+    assert not (three_checkpoints / "run/.lock").exists()
+
+
+def test_a_diverging_loss_stops_with_the_step_and_a_hint(tmp_path):
+    result = jab("train", *TINY, "--steps", "300", "--set", "train.learning_rate=1e6",
+                 "--set", "train.clip_norm=0", "--out", "run", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "non-finite" in result.stderr and "learning_rate" in result.stderr

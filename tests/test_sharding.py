@@ -1,0 +1,47 @@
+"""Data-parallel training over several devices gives the losses of one device."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+LOSSES = """
+import json, jax
+from jabcli import config
+from jabcli.train import Setup, Trainer
+cfg = config.resolve("copy", sets=["task.max_len=6", "model.d_model=32", "model.d_ff=64",
+                                   "train.batch_size=16", "train.log_every=10", "train.steps=40",
+                                   "train.eval_every=1000"])
+trainer = Trainer(Setup.create(cfg))
+losses = []
+trainer.run(on_log=lambda r: losses.append(r["loss"]))
+print(json.dumps({"devices": jax.device_count(), "losses": losses}))
+"""
+
+
+def losses_on(devices: int) -> list[float]:
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+           "JAB_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", LOSSES], env=env, capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["devices"] == devices
+    return result["losses"]
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_splitting_the_batch_over_devices_gives_the_same_losses(devices):
+    assert losses_on(devices) == pytest.approx(losses_on(1), rel=1e-4)
+
+
+def test_a_batch_that_does_not_divide_over_the_devices_is_a_clear_error(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=3", "JAB_NO_CACHE": "1",
+           "NO_COLOR": "1"}
+    result = subprocess.run([sys.executable, "-m", "jabcli", "train", "--task", "copy",
+                             "--set", "train.batch_size=16", "--out", "never"],
+                            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "must divide evenly over the 3 devices" in result.stderr
+    assert not (tmp_path / "never").exists()
