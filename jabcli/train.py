@@ -121,6 +121,10 @@ class Setup:
                                 jnp.asarray(self.symbol_ids))
 
     def init(self, seed: int) -> TrainingState:
+        """Fresh parameters and optimizer state, in one jitted call (op by op it takes seconds)."""
+        return jax.jit(self._init)(jnp.asarray(seed, jnp.uint32))
+
+    def _init(self, seed: jax.Array) -> TrainingState:
         rng = jax.random.PRNGKey(seed)
         batch = self.sample(rng, 2)
         params = self.fns.init(jax.random.fold_in(rng, 99), batch.src, batch.tgt_in)
@@ -265,15 +269,15 @@ def state_to_arrays(state: TrainingState) -> dict[str, np.ndarray]:
 
 
 def state_from_arrays(setup: Setup, arrays: dict[str, np.ndarray]) -> TrainingState:
-    """Rebuild a TrainingState, using a freshly initialised one as the template."""
-    template = setup.init(0)
+    """Rebuild a TrainingState, taking names, shapes and dtypes from the model's init."""
+    template = jax.eval_shape(setup._init, jnp.asarray(0, jnp.uint32))
     trees = []
     for prefix, tree in (("params", template.params), ("opt_state", template.opt_state)):
         leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
         values = []
         for path, leaf in leaves:
             name = prefix + jax.tree_util.keystr(path)
-            if name not in arrays or arrays[name].shape != np.shape(leaf):
+            if name not in arrays or arrays[name].shape != leaf.shape:
                 raise ValueError(f"checkpoint does not match the model ({name})")
             values.append(jnp.asarray(arrays[name], dtype=leaf.dtype))
         trees.append(jax.tree_util.tree_unflatten(treedef, values))

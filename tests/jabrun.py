@@ -10,7 +10,7 @@ from pathlib import Path
 TINY = [
     "--task", "copy", "--seed", "0",
     "--set", "task.max_len=5", "--set", "task.alphabet=0123",
-    "--set", "model.d_model=32", "--set", "model.d_ff=64",
+    "--set", "model.d_model=32", "--set", "model.d_ff=64", "--set", "model.num_layers=1",
     "--set", "train.batch_size=32", "--set", "train.learning_rate=0.003",
     "--set", "train.eval_every=100", "--set", "train.warmup_steps=50",
     "--set", "train.target_seq_acc=1.0",
@@ -18,7 +18,7 @@ TINY = [
 
 
 def env() -> dict:
-    values = {**os.environ, "JAB_NO_CACHE": "1", "COLUMNS": "160", "NO_COLOR": "1"}
+    values = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}
     values.pop("JAB_DEBUG", None)
     return values
 
