@@ -63,6 +63,8 @@ class Config:
         return dataclasses.asdict(self)
 
 
+MAX_POSITIONS = 1024  # longest sequence (source + <eos>, or target + <eos>) the model takes
+
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
 CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
 
@@ -215,6 +217,10 @@ def validate(config: Config) -> None:
                        "train.clip_norm": tr.clip_norm, "train.seed": tr.seed}.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")
+    longest = max(t.max_len, get_task(t.name).target_length(t.max_len)) + 1
+    if longest > MAX_POSITIONS:
+        raise JabError(f"task.max_len {t.max_len} needs {longest} positions; the model takes at "
+                       f"most {MAX_POSITIONS}")
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
     if m.d_model % m.num_heads:

@@ -83,7 +83,7 @@ class TrainView:
 def examples_table(examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions") -> Table:
     """A few predictions, mistakes first."""
     ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
-    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("input")
     table.add_column("output")
     table.add_column("expected")
@@ -96,7 +96,7 @@ def examples_table(examples: list[dict[str, Any]], limit: int = 8, title: str = 
 
 def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
     ev = outcome["last_eval"]
-    table = Table(title="Run summary", box=box.SIMPLE_HEAD, show_header=False)
+    table = Table(title="Run summary", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     table.add_row("run", run_path)
@@ -114,14 +114,14 @@ def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
 
 
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
-    head = Table(title=f"Evaluation of {run_path}", box=box.SIMPLE_HEAD, show_header=False)
+    head = Table(title=f"Evaluation of {run_path}", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
     head.add_column("what", style="bold")
     head.add_column("value")
     head.add_row("checkpoint", f"step {result['step']}")
     head.add_row("samples", str(result["samples"]))
     head.add_row("token accuracy", percent(result["token_acc"]))
     head.add_row("exact match", percent(result["seq_acc"]))
-    lengths = Table(title="By input length", box=box.SIMPLE_HEAD)
+    lengths = Table(title="By input length", box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("length", "samples", "token acc", "exact match", ""):
         lengths.add_column(column, justify="right" if column else "left")
     low, high = train_range
@@ -140,7 +140,7 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
 
 
 def predictions(rows: list[dict[str, Any]]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("input", "prediction", "reference", ""):
         table.add_column(column)
     for r in rows:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from jabcli import runtime
-from jabcli.config import Config
+from jabcli.config import MAX_POSITIONS, Config
 from jabcli.errors import JabError
 from jabcli.runs import Run, atomic_write
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, clean
@@ -45,14 +45,12 @@ def load(path: Path | None, checkpoint: str = "latest", no_cache: bool = False) 
 
 
 def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
-    from jabcli.model import MAX_POSITIONS
-
     if min_len <= 0 or min_len > max_len:
         raise JabError(f"lengths must satisfy 1 <= --min-len <= --max-len, got {min_len} and {max_len}")
-    longest = loaded.setup.task.target_length(max_len) + 1
-    if max(max_len, longest) > MAX_POSITIONS:
+    longest = max(max_len, loaded.setup.task.target_length(max_len)) + 1
+    if longest > MAX_POSITIONS:
         raise JabError(f"the model takes sequences of at most {MAX_POSITIONS} positions; "
-                       f"length {max_len} needs {longest}")
+                       f"inputs of length {max_len} need {longest}")
 
 
 def evaluate_run(loaded: Loaded, samples: int, min_len: int | None, max_len: int | None,
@@ -74,8 +72,6 @@ def evaluate_run(loaded: Loaded, samples: int, min_len: int | None, max_len: int
 
 def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     """User inputs -> a padded source batch, with one-line errors for bad input."""
-    from jabcli.model import MAX_POSITIONS
-
     if not texts:
         raise JabError("give at least one input, for example: jab predict 12345")
     rows = []
@@ -84,7 +80,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
             raise JabError("an input is empty; give at least one symbol")
         rows.append(loaded.tokenizer.encode(text, loaded.cfg.task.alphabet))
     longest = max(map(len, rows))
-    if loaded.setup.task.target_length(longest) + 1 > MAX_POSITIONS:
+    if max(longest, loaded.setup.task.target_length(longest)) + 1 > MAX_POSITIONS:
         raise JabError(f"an input of length {longest} is longer than the model can take "
                        f"({MAX_POSITIONS - 1} symbols at most)")
     batch = np.full((len(rows), longest + 1), PAD_ID, np.int32)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.config import ModelConfig
+from jabcli.config import MAX_POSITIONS, ModelConfig
 from jabcli.tokenizer import PAD_ID
 
 NEG_INF = -1e9
@@ -271,8 +271,6 @@ class Transformer(hk.Module):
             new_cache.append(layer_cache)
         return self.logits(x)[:, 0], new_cache
 
-
-MAX_POSITIONS = 1024
 
 
 class ModelFns(NamedTuple):

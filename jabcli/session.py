@@ -120,5 +120,6 @@ def _train(cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, 
             sys.exit(128 + stop.signum)
         if saved["step"] != outcome["step"]:
             save()
+    console.print()
     console.print(summary(str(run.path), outcome, cfg.train.target_seq_acc))
     console.print(f"Next: jab eval --run {run.path}   |   jab show-attention --run {run.path}")

@@ -5,3 +5,16 @@ import tempfile
 # is compiled once rather than in every test; the user's own cache is never touched.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="jab-test-cache-")
 os.environ.pop("JAB_NO_CACHE", None)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A folder holding runs/tiny: a tiny copy model trained for 300 steps by `jab train`."""
+    from jabrun import TINY, jab
+
+    cwd = tmp_path_factory.mktemp("work")
+    jab("train", *TINY, "--steps", "300", "--out", "runs/tiny", cwd=cwd)
+    return cwd

@@ -1,0 +1,102 @@
+"""Every mistake a user can make gets one clear line on stderr, exit code 2, no traceback,
+and leaves runs/ exactly as it was."""
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from jabrun import env, jab
+
+from jabcli import runs
+from jabcli.errors import JabError
+
+RUN = "runs/tiny"
+
+CASES = {
+    "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, sort"),
+    "missing task file": (["train", "--task", "nothere.yaml"], "does not exist"),
+    "task file that is not YAML": (["train", "--task", "broken.yaml"], "not valid YAML"),
+    "config key of the wrong type": (["train", "--config", "wrongtype.yaml"], "'model.d_model' must be int"),
+    "misspelled key": (["train", "--task", "copy", "--set", "model.d_modle=64"], "did you mean 'model.d_model'"),
+    "zero size": (["train", "--task", "copy", "--set", "model.d_model=0"], "model.d_model must be positive"),
+    "negative steps": (["train", "--task", "copy", "--steps", "-5"], "train.steps must be positive"),
+    "heads do not divide d_model": (["train", "--task", "copy", "--set", "model.num_heads=5"], "divisible"),
+    "min_len above max_len": (["train", "--task", "copy", "--set", "task.min_len=9", "--set", "task.max_len=3"], "must not exceed"),
+    "lengths the model cannot take": (["train", "--task", "copy", "--set", "task.max_len=5000"], "the model takes at most"),
+    "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
+    "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
+    "unknown command": (["trian"], "trian"),
+    "missing run folder": (["eval", "--run", "runs/nothere"], "does not exist"),
+    "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
+    "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
+    "run from an incompatible version": (["eval", "--run", "others/future"], "incompatible version"),
+    "characters outside the alphabet": (["predict", "--run", RUN, "12x"], "outside the alphabet"),
+    "empty input": (["predict", "--run", RUN, " "], "empty"),
+    "input too long": (["predict", "--run", RUN, "0" * 1100], "longer than the model can take"),
+    "layer out of range": (["show-attention", "--run", RUN, "--layer", "3"], "--layer must be between 0 and 0"),
+    "head out of range": (["show-attention", "--run", RUN, "--head", "9"], "--head must be"),
+    "unknown checkpoint": (["eval", "--run", RUN, "--checkpoint", "17"], "no checkpoint at step 17"),
+    "output folder not writable": (["train", "--task", "copy", "--out", "afile/run"], "could not create run folder"),
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(trained):
+    (trained / "others" / "empty").mkdir(parents=True, exist_ok=True)
+    (trained / "notarun").mkdir(exist_ok=True)
+    (trained / "notarun" / "notes.txt").write_text("hello")
+    future = trained / "others" / "future"
+    if not future.exists():
+        shutil.copytree(trained / RUN, future)
+        config = yaml.safe_load((future / "config.yaml").read_text())
+        (future / "config.yaml").write_text(yaml.safe_dump({**config, "format": 99}))
+    (trained / "broken.yaml").write_text("task: [unclosed\n")
+    (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
+    (trained / "afile").write_text("not a folder")
+    return trained
+
+
+def snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_gets_one_clear_line_and_exit_code_2(case, workdir):
+    args, expected = CASES[case]
+    before = snapshot(workdir / "runs")
+    result = jab(*args, cwd=workdir, check=False)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("jab: error: ")
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert snapshot(workdir / "runs") == before
+
+
+def test_jab_debug_shows_the_traceback(workdir):
+    result = subprocess.run([sys.executable, "-m", "jabcli", "eval", "--run", "runs/nothere"],
+                            cwd=workdir, env={**env(), "JAB_DEBUG": "1"},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_a_full_disk_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "manifest.json"
+    target.write_text("old")
+    real_fsync = os.fsync
+
+    def disk_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(JabError, match="the disk is full"):
+        runs.atomic_write(target, b"new contents")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
