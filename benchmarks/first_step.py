@@ -31,15 +31,13 @@ def main() -> None:
     import jax.numpy as jnp
 
     from jabcli.config import resolve
-    from jabcli.train import Setup
+    from jabcli.train import Setup, Trainer
 
     imported = time.perf_counter()
-    setup = Setup.create(resolve(args.task))
-    state = setup.init(setup.cfg.train.seed)
-    jax.block_until_ready(state)
+    trainer = Trainer(Setup.create(resolve(args.task)))
+    jax.block_until_ready(trainer.state)
     initialised = time.perf_counter()
-    chunk = jax.jit(setup.train_chunk, donate_argnums=0)
-    state, metrics = chunk(state, jnp.asarray(1, jnp.int32))
+    state, metrics = trainer.chunk(trainer.state, jnp.asarray(1, jnp.int32))
     jax.block_until_ready((state, metrics))
     done = time.perf_counter()
 

@@ -53,7 +53,7 @@ from rich.table import Table
 from jabcli.config import Config, resolve
 from jabcli.decode import greedy_decode, greedy_decode_full
 from jabcli.tokenizer import EOS_ID, Tokenizer
-from jabcli.train import Setup
+from jabcli.train import Setup, Trainer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
@@ -94,7 +94,7 @@ class Sizes:
     first_step_repeats: int = 3
     decode_batch: int = 1024
     decode_len: int = 64
-    decode_repeats: int = 3
+    decode_repeats: int = 1  # one full-recompute pass takes minutes
 
 
 QUICK = Sizes(chunk=5, train_repeats=2, torch_steps=5, torch_warmup=2, torch_repeats=2,
@@ -200,9 +200,9 @@ def step_flops(setup: Setup, state) -> float:
 def jab_train(shape: dict[str, int], sizes: Sizes, dropout: float, peak: float) -> dict:
     """Steps/s of the jitted train_chunk after a warm-up call, median of the repeats."""
     setup = Setup.create(train_config(shape, sizes.chunk, dropout))
-    state = setup.init(0)
-    flops = step_flops(setup, state)
-    chunk = jax.jit(setup.train_chunk, donate_argnums=0)
+    trainer = Trainer(setup)  # the jitted, donated, sharded chunk that `jab train` runs
+    state, chunk = trainer.state, trainer.chunk
+    flops = step_flops(setup, setup.init(0))
     num_steps = jnp.asarray(sizes.chunk, jnp.int32)
     compile_s, (state, _) = timed(lambda: chunk(state, num_steps))
     rates = []

@@ -221,7 +221,7 @@ class Trainer:
         check_devices(setup.cfg)
         state = state if state is not None else setup.init(setup.cfg.train.seed)
         self.state = jax.device_put(state, setup.replicated)
-        self._chunk = jax.jit(setup.train_chunk, donate_argnums=0,
+        self.chunk = jax.jit(setup.train_chunk, donate_argnums=0,
                               out_shardings=(setup.replicated, setup.replicated))
 
     def run(self, on_log: Callback = lambda m: None, on_eval: Callback = lambda m: None,
@@ -233,7 +233,7 @@ class Trainer:
             step_before = int(self.state.step)
             n = min(tr.log_every, tr.steps - step_before)
             tic = time.perf_counter()
-            self.state, metrics = self._chunk(self.state, jnp.asarray(n, jnp.int32))
+            self.state, metrics = self.chunk(self.state, jnp.asarray(n, jnp.int32))
             metrics = jax.device_get(metrics)
             step = step_before + n
             if not metrics.pop("finite"):
