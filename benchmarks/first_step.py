@@ -41,13 +41,18 @@ def main() -> None:
     jax.block_until_ready((state, metrics))
     done = time.perf_counter()
 
-    print(json.dumps({
-        "since_script_start_s": done - START,
-        "import_s": imported - START,
-        "init_s": initialised - imported,
-        "first_step_s": done - initialised,
-        "cache_dir": jax.config.jax_compilation_cache_dir,
-    }), flush=True)  # the parent stops its clock on this line, not on interpreter exit
+    print(
+        json.dumps(
+            {
+                "since_script_start_s": done - START,
+                "import_s": imported - START,
+                "init_s": initialised - imported,
+                "first_step_s": done - initialised,
+                "cache_dir": jax.config.jax_compilation_cache_dir,
+            }
+        ),
+        flush=True,
+    )  # the parent stops its clock on this line, not on interpreter exit
 
 
 if __name__ == "__main__":

@@ -97,9 +97,21 @@ class Sizes:
     decode_repeats: int = 1  # one full-recompute pass takes minutes
 
 
-QUICK = Sizes(chunk=5, train_repeats=2, torch_steps=5, torch_warmup=2, torch_repeats=2,
-              peak_repeats=3, solve_seeds=(0,), solve_steps=100, help_repeats=3,
-              first_step_repeats=1, decode_batch=128, decode_len=32, decode_repeats=1)
+QUICK = Sizes(
+    chunk=5,
+    train_repeats=2,
+    torch_steps=5,
+    torch_warmup=2,
+    torch_repeats=2,
+    peak_repeats=3,
+    solve_seeds=(0,),
+    solve_steps=100,
+    help_repeats=3,
+    first_step_repeats=1,
+    decode_batch=128,
+    decode_len=32,
+    decode_repeats=1,
+)
 
 
 # ---------------------------------------------------------------- small helpers
@@ -139,8 +151,9 @@ def run_json_child(args: list[str], env: dict[str, str] | None = None) -> tuple[
     """Run a helper script; (parent wall seconds until its JSON line, that JSON or an error)."""
     with tempfile.TemporaryFile("w+") as stderr:
         tic = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=stderr,
-                                text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+        )
         line = proc.stdout.readline()
         while line and not line.startswith("{"):  # skip anything printed before the result
             line = proc.stdout.readline()
@@ -173,9 +186,14 @@ def machine_info() -> dict:
 
 def train_config(shape: dict[str, int], log_every: int, dropout: float) -> Config:
     sets = [f"model.{k}={shape[k]}" for k in MODEL_KEYS]
-    sets += [f"train.batch_size={shape['batch_size']}", f"task.min_len={shape['min_len']}",
-             f"task.max_len={shape['max_len']}", "task.alphabet=0123456789",
-             f"train.log_every={log_every}", f"model.dropout={dropout}"]
+    sets += [
+        f"train.batch_size={shape['batch_size']}",
+        f"task.min_len={shape['min_len']}",
+        f"task.max_len={shape['max_len']}",
+        "task.alphabet=0123456789",
+        f"train.log_every={log_every}",
+        f"model.dropout={dropout}",
+    ]
     return resolve("reverse", sets=sets)
 
 
@@ -235,8 +253,12 @@ def torch_train(shape: dict[str, int], sizes: Sizes) -> dict:
     except ImportError as err:
         return {"skipped": f"PyTorch baseline not importable: {err}"}
     return torch_baseline.measure_train_steps_per_sec(
-        **shape, src_len=shape["max_len"] + 1, tgt_len=shape["max_len"] + 1,
-        vocab_size=VOCAB_SIZE, steps=sizes.torch_steps, warmup=sizes.torch_warmup,
+        **shape,
+        src_len=shape["max_len"] + 1,
+        tgt_len=shape["max_len"] + 1,
+        vocab_size=VOCAB_SIZE,
+        steps=sizes.torch_steps,
+        warmup=sizes.torch_warmup,
         repeats=sizes.torch_repeats,
     )
 
@@ -271,18 +293,40 @@ def print_train(peak: dict, shapes: dict) -> None:
     rows = []
     for name, r in shapes.items():
         jab, torch = r["jab"], r["torch"]
-        rows.append([
-            name, fmt(jab["steps_per_s"], ".1f"), fmt(jab["padded_tokens_per_s"], ",.0f"),
-            fmt(jab["flops_per_step"] / 1e9, ".2f"), fmt(jab["flops_per_s"] / 1e9, ".1f"),
-            fmt(100 * jab["fraction_of_matmul_peak"], ".1f", "%"),
-            fmt(torch.get("steps_per_sec_median"), ".1f"), fmt(r["jab_over_torch"], ".2f", "x"),
-        ])
-    console.print(table("train", ["shape", "jab step/s", "padded tok/s", "GFLOP/step",
-                                  "GFLOP/s", "% peak", "torch step/s", "jab/torch"], rows))
-    note(f"reverse task, dropout {shapes['seed']['jab']['dropout']} in both;"
-         f" matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s;"
-         " padded tok/s = steps/s * batch * (src_len + tgt_len), padding included;"
-         " GFLOP/step from XLA's cost analysis of one jitted Setup.update")
+        rows.append(
+            [
+                name,
+                fmt(jab["steps_per_s"], ".1f"),
+                fmt(jab["padded_tokens_per_s"], ",.0f"),
+                fmt(jab["flops_per_step"] / 1e9, ".2f"),
+                fmt(jab["flops_per_s"] / 1e9, ".1f"),
+                fmt(100 * jab["fraction_of_matmul_peak"], ".1f", "%"),
+                fmt(torch.get("steps_per_sec_median"), ".1f"),
+                fmt(r["jab_over_torch"], ".2f", "x"),
+            ]
+        )
+    console.print(
+        table(
+            "train",
+            [
+                "shape",
+                "jab step/s",
+                "padded tok/s",
+                "GFLOP/step",
+                "GFLOP/s",
+                "% peak",
+                "torch step/s",
+                "jab/torch",
+            ],
+            rows,
+        )
+    )
+    note(
+        f"reverse task, dropout {shapes['seed']['jab']['dropout']} in both;"
+        f" matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s;"
+        " padded tok/s = steps/s * batch * (src_len + tgt_len), padding included;"
+        " GFLOP/step from XLA's cost analysis of one jitted Setup.update"
+    )
 
 
 # ---------------------------------------------------------------- solve
@@ -313,17 +357,25 @@ def print_solve(out: dict) -> None:
     rows = []
     for task, r in out.items():
         runs = r["runs"]
-        rows.append([
-            task, fmt(r["median_wall_s"], ".1f", " s"),
-            ", ".join(fmt(x.get("wall_s"), ".1f") for x in runs),
-            ", ".join(str(x.get("steps", "error")) for x in runs),
-            ", ".join(fmt(x.get("seq_acc"), ".3f") for x in runs),
-            "yes" if r["all_reached"] else "no",
-        ])
-    console.print(table("solve", ["task", "median", "each seed (s)", "steps", "eval seq_acc",
-                                  "reached"], rows))
-    note("wall time of Trainer(Setup.create(cfg)).run() to the preset's target_seq_acc,"
-         " compilation included, persistent cache off, one fresh process per run")
+        rows.append(
+            [
+                task,
+                fmt(r["median_wall_s"], ".1f", " s"),
+                ", ".join(fmt(x.get("wall_s"), ".1f") for x in runs),
+                ", ".join(str(x.get("steps", "error")) for x in runs),
+                ", ".join(fmt(x.get("seq_acc"), ".3f") for x in runs),
+                "yes" if r["all_reached"] else "no",
+            ]
+        )
+    console.print(
+        table(
+            "solve", ["task", "median", "each seed (s)", "steps", "eval seq_acc", "reached"], rows
+        )
+    )
+    note(
+        "wall time of Trainer(Setup.create(cfg)).run() to the preset's target_seq_acc,"
+        " compilation included, persistent cache off, one fresh process per run"
+    )
 
 
 # ---------------------------------------------------------------- startup
@@ -379,7 +431,8 @@ def bench_startup(sizes: Sizes) -> dict:
         kind: {
             "median_process_s": median([r["process_s"] for r in rs if "error" not in r]),
             "median_in_script_s": median(
-                [r["since_script_start_s"] for r in rs if "error" not in r]),
+                [r["since_script_start_s"] for r in rs if "error" not in r]
+            ),
             "runs": rs,
         }
         for kind, rs in runs.items()
@@ -387,17 +440,23 @@ def bench_startup(sizes: Sizes) -> dict:
     rows = [["jab --help", fmt(help_["median_s"], ".3f", " s"), "-", "-", "-"]]
     for kind, r in first.items():
         ok = [x for x in r["runs"] if "error" not in x]
-        rows.append([
-            f"first step, {kind.replace('_', ' ')}", fmt(r["median_process_s"], ".2f", " s"),
-            fmt(r["median_in_script_s"], ".2f", " s"),
-            fmt(median([x["import_s"] for x in ok]), ".2f", " s"),
-            fmt(median([x["first_step_s"] + x["init_s"] for x in ok]), ".2f", " s"),
-        ])
-    console.print(table("startup", ["what", "process wall", "in script", "imports",
-                                    "init + step"], rows))
-    note("first step: reverse preset, one step of the jitted train_chunk in a fresh process;"
-         " process wall: from spawning the interpreter until the child reports it;"
-         " in script: from the helper's first line")
+        rows.append(
+            [
+                f"first step, {kind.replace('_', ' ')}",
+                fmt(r["median_process_s"], ".2f", " s"),
+                fmt(r["median_in_script_s"], ".2f", " s"),
+                fmt(median([x["import_s"] for x in ok]), ".2f", " s"),
+                fmt(median([x["first_step_s"] + x["init_s"] for x in ok]), ".2f", " s"),
+            ]
+        )
+    console.print(
+        table("startup", ["what", "process wall", "in script", "imports", "init + step"], rows)
+    )
+    note(
+        "first step: reverse preset, one step of the jitted train_chunk in a fresh process;"
+        " process wall: from spawning the interpreter until the child reports it;"
+        " in script: from the helper's first line"
+    )
     return {"help": help_, "first_step": first}
 
 
@@ -426,8 +485,13 @@ def time_decoder(decoder, setup: Setup, params, src, max_out: int, repeats: int)
     runs = [timed(lambda: compiled(params, src)) for _ in range(repeats)]
     output = np.asarray(runs[-1][1])
     seconds = [s for s, _ in runs]
-    return {"compile_s": compile_s, "median_s": median(seconds), "all_s": seconds,
-            "decode_steps": decode_steps(output), "output": output}
+    return {
+        "compile_s": compile_s,
+        "median_s": median(seconds),
+        "all_s": seconds,
+        "decode_steps": decode_steps(output),
+        "output": output,
+    }
 
 
 def bench_decode(sizes: Sizes) -> dict:
@@ -442,17 +506,33 @@ def bench_decode(sizes: Sizes) -> dict:
     for name, decoder in (("incremental", greedy_decode), ("full", greedy_decode_full)):
         note(f"decode: {name} ({batch} x {max_out}, compiling then {sizes.decode_repeats} run(s))")
         results[name] = time_decoder(decoder, setup, params, src, max_out, sizes.decode_repeats)
-    identical = bool(np.array_equal(results["incremental"].pop("output"),
-                                    results["full"].pop("output")))
-    out = {"batch": batch, "src_len": src.shape[1], "max_out": max_out, **results,
-           "speedup": results["full"]["median_s"] / results["incremental"]["median_s"],
-           "identical": identical, "params": "random init, <eos> bias -1e9"}
-    rows = [[name, fmt(r["median_s"], ".3f", " s"), fmt(r["compile_s"], ".1f", " s"),
-             str(r["decode_steps"])] for name, r in results.items()]
+    identical = bool(
+        np.array_equal(results["incremental"].pop("output"), results["full"].pop("output"))
+    )
+    out = {
+        "batch": batch,
+        "src_len": src.shape[1],
+        "max_out": max_out,
+        **results,
+        "speedup": results["full"]["median_s"] / results["incremental"]["median_s"],
+        "identical": identical,
+        "params": "random init, <eos> bias -1e9",
+    }
+    rows = [
+        [
+            name,
+            fmt(r["median_s"], ".3f", " s"),
+            fmt(r["compile_s"], ".1f", " s"),
+            str(r["decode_steps"]),
+        ]
+        for name, r in results.items()
+    ]
     console.print(table("decode", ["decoder", "median", "compile", "steps run"], rows))
-    note(f"{batch} sources of {src.shape[1]} ids decoded to {max_out} tokens, reference-shape"
-         f" model, random init with <eos> never chosen; speedup {out['speedup']:.1f}x,"
-         f" outputs identical: {identical}")
+    note(
+        f"{batch} sources of {src.shape[1]} ids decoded to {max_out} tokens, reference-shape"
+        f" model, random init with <eos> never chosen; speedup {out['speedup']:.1f}x,"
+        f" outputs identical: {identical}"
+    )
     return out
 
 
@@ -486,9 +566,11 @@ def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
         ratio = dig(results, "train", "shapes", "reference", "jab_over_torch")
         add("reference shape: jab >= 1.3x PyTorch", fmt(ratio, ".2f", "x"), at_least(ratio, 1.3))
         fraction = dig(results, "train", "shapes", "reference", "jab", "fraction_of_matmul_peak")
-        add("reference shape: >= 70% of matmul peak",
+        add(
+            "reference shape: >= 70% of matmul peak",
             fmt(None if fraction is None else 100 * fraction, ".1f", "%"),
-            at_least(fraction, 0.70))
+            at_least(fraction, 0.70),
+        )
         ratio = dig(results, "train", "shapes", "seed", "jab_over_torch")
         add("seed shape: jab >= 2x PyTorch", fmt(ratio, ".2f", "x"), at_least(ratio, 2.0))
     if "solve" in results:
@@ -506,30 +588,44 @@ def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
         seconds = dig(results, "startup", "help", "median_s")
         add("jab --help <= 0.3 s", fmt(seconds, ".3f", " s"), at_most(seconds, 0.3))
         seconds = dig(results, "startup", "first_step", "warm", "median_process_s")
-        add("warm first step <= 1 s (process wall)", fmt(seconds, ".2f", " s"),
-            at_most(seconds, 1.0))
+        add(
+            "warm first step <= 1 s (process wall)",
+            fmt(seconds, ".2f", " s"),
+            at_most(seconds, 1.0),
+        )
     if "decode" in results:
         r = results["decode"]
-        add("incremental decode >= 5x full, identical",
+        add(
+            "incremental decode >= 5x full, identical",
             f"{r['speedup']:.1f}x, identical: {r['identical']}",
-            r["speedup"] >= 5 and r["identical"])
+            r["speedup"] >= 5 and r["identical"],
+        )
     return rows
 
 
 def print_summary(rows: list[dict], quick: bool) -> None:
     mark = {True: "[green]met[/green]", False: "[red]not met[/red]", None: "[yellow]n/a[/yellow]"}
-    console.print(table("targets", ["target", "measured", "status"],
-                        [[r["target"], r["measured"], mark[r["met"]]] for r in rows]))
+    console.print(
+        table(
+            "targets",
+            ["target", "measured", "status"],
+            [[r["target"], r["measured"], mark[r["met"]]] for r in rows],
+        )
+    )
     if quick:
-        console.print("[yellow]--quick: smoke-test sizes; these figures are not the real"
-                      " measurement[/yellow]")
+        console.print(
+            "[yellow]--quick: smoke-test sizes; these figures are not the real measurement[/yellow]"
+        )
 
 
 # ---------------------------------------------------------------- main
 
 
 BENCHES: dict[str, Callable[[Sizes], dict]] = {
-    "train": bench_train, "solve": bench_solve, "startup": bench_startup, "decode": bench_decode,
+    "train": bench_train,
+    "solve": bench_solve,
+    "startup": bench_startup,
+    "decode": bench_decode,
 }
 
 
@@ -537,8 +633,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke-test sizes (a few minutes)")
     parser.add_argument("--out", type=Path, default=HERE / "results.json", help="JSON results file")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated, from: {','.join(SECTIONS)}")
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"comma-separated, from: {','.join(SECTIONS)}",
+    )
     args = parser.parse_args(argv)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(args.sections) - set(SECTIONS))
@@ -555,8 +654,11 @@ def write_json(path: Path, results: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
-    results: dict[str, Any] = {"machine": machine_info(), "quick": args.quick,
-                               "sizes": asdict(sizes)}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "quick": args.quick,
+        "sizes": asdict(sizes),
+    }
     for section in SECTIONS:
         if section in args.sections:
             tic = time.perf_counter()

@@ -36,17 +36,22 @@ def main() -> None:
     wall = time.perf_counter() - start
 
     seq_acc = result["last_eval"].get("seq_acc", 0.0)
-    print(json.dumps({
-        "task": args.task,
-        "seed": args.seed,
-        "wall_s": wall,
-        "steps": result["step"],
-        "max_steps": cfg.train.steps,
-        "seq_acc": seq_acc,
-        "target_seq_acc": cfg.train.target_seq_acc,
-        "reached": seq_acc >= cfg.train.target_seq_acc,
-        "persistent_cache": jax.config.jax_compilation_cache_dir,
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "task": args.task,
+                "seed": args.seed,
+                "wall_s": wall,
+                "steps": result["step"],
+                "max_steps": cfg.train.steps,
+                "seq_acc": seq_acc,
+                "target_seq_acc": cfg.train.target_seq_acc,
+                "reached": seq_acc >= cfg.train.target_seq_acc,
+                "persistent_cache": jax.config.jax_compilation_cache_dir,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

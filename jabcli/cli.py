@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -36,7 +35,9 @@ NoCacheOption = Annotated[
 
 @app.command("tasks")
 def tasks_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
 ) -> None:
     """List the built-in tasks."""
     from jabcli import config
@@ -46,13 +47,15 @@ def tasks_command(
     rows = []
     for name, task in TASKS.items():
         preset = config.resolve(name) if name in config.preset_names() else None
-        rows.append({
-            "name": name,
-            "description": task.description,
-            "alphabet": preset.task.alphabet if preset else task.alphabet,
-            "min_len": preset.task.min_len if preset else None,
-            "max_len": preset.task.max_len if preset else None,
-        })
+        rows.append(
+            {
+                "name": name,
+                "description": task.description,
+                "alphabet": preset.task.alphabet if preset else task.alphabet,
+                "min_len": preset.task.min_len if preset else None,
+                "max_len": preset.task.max_len if preset else None,
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=1))
         return
@@ -69,13 +72,35 @@ def tasks_command(
 
 @app.command()
 def train(
-    task: Annotated[Optional[str], typer.Option("--task", help="A built-in task name or a task YAML file.")] = None,
-    config_file: Annotated[Optional[Path], typer.Option("--config", help="A YAML config layered over the task preset.")] = None,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: --set model.d_model=128 (repeatable).")] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Number of training steps (overrides train.steps).")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed (overrides train.seed).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>).")] = None,
-    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a run from its newest checkpoint (default: the newest run).", metavar="[RUN]")] = None,
+    task: Annotated[
+        Optional[str], typer.Option("--task", help="A built-in task name or a task YAML file.")
+    ] = None,
+    config_file: Annotated[
+        Optional[Path], typer.Option("--config", help="A YAML config layered over the task preset.")
+    ] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option("--set", help="Override a config key: --set model.d_model=128 (repeatable)."),
+    ] = None,
+    steps: Annotated[
+        Optional[int],
+        typer.Option("--steps", help="Number of training steps (overrides train.steps)."),
+    ] = None,
+    seed: Annotated[
+        Optional[int], typer.Option("--seed", help="Random seed (overrides train.seed).")
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>)."),
+    ] = None,
+    resume: Annotated[
+        Optional[str],
+        typer.Option(
+            "--resume",
+            help="Continue a run from its newest checkpoint (default: the newest run).",
+            metavar="[RUN]",
+        ),
+    ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Train a model on a task, showing the learning live."""
@@ -84,7 +109,9 @@ def train(
 
     if resume is not None:
         if task or config_file or sets or seed is not None or out:
-            raise JabError("--resume continues a run with its saved config; only --steps may change")
+            raise JabError(
+                "--resume continues a run with its saved config; only --steps may change"
+            )
         session.resume(None if resume == "latest" else Path(resume), steps, no_cache)
         return
     cfg = configuration.resolve(task, config_file, sets, steps, seed)
@@ -95,11 +122,17 @@ def train(
 def eval_command(
     run: RunOption = None,
     samples: Annotated[int, typer.Option("--samples", help="Held-out sequences to decode.")] = 1000,
-    min_len: Annotated[Optional[int], typer.Option("--min-len", help="Shortest input (default: the run's).")] = None,
-    max_len: Annotated[Optional[int], typer.Option("--max-len", help="Longest input (default: the run's).")] = None,
+    min_len: Annotated[
+        Optional[int], typer.Option("--min-len", help="Shortest input (default: the run's).")
+    ] = None,
+    max_len: Annotated[
+        Optional[int], typer.Option("--max-len", help="Longest input (default: the run's).")
+    ] = None,
     checkpoint: CheckpointOption = "latest",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out sample.")] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+    ] = False,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
@@ -109,8 +142,12 @@ def eval_command(
     loaded = inspection.load(run, checkpoint, no_cache)
     result = inspection.evaluate_run(loaded, samples, min_len, max_len, seed)
     if as_json:
-        print(json.dumps({k: v for k, v in result.items() if k != "examples"}
-                         | {"mistakes": [e for e in result["examples"] if not e["correct"]][:20]}))
+        print(
+            json.dumps(
+                {k: v for k, v in result.items() if k != "examples"}
+                | {"mistakes": [e for e in result["examples"] if not e["correct"]][:20]}
+            )
+        )
         return
     t = loaded.cfg.task
     console.print(eval_report(result, str(loaded.run.path), (t.min_len, t.max_len)))
@@ -118,7 +155,9 @@ def eval_command(
 
 @app.command()
 def predict(
-    texts: Annotated[list[str], typer.Argument(help="Inputs to answer, e.g. 12345 (spaces are ignored).")],
+    texts: Annotated[
+        list[str], typer.Argument(help="Inputs to answer, e.g. 12345 (spaces are ignored).")
+    ],
     run: RunOption = None,
     checkpoint: CheckpointOption = "latest",
     no_cache: NoCacheOption = False,
@@ -134,11 +173,24 @@ def predict(
 @app.command("show-attention")
 def show_attention(
     run: RunOption = None,
-    input_text: Annotated[Optional[str], typer.Option("--input", help="Input to decode (default: a random held-out one).")] = None,
-    kind: Annotated[str, typer.Option("--kind", help="cross, encoder or decoder attention.")] = "cross",
-    layer: Annotated[Optional[int], typer.Option("--layer", help="Layer index (default: the last).")] = None,
-    head: Annotated[Optional[str], typer.Option("--head", help="Head index or 'mean' (default: all heads side by side).")] = None,
-    save: Annotated[Optional[Path], typer.Option("--save", help="Also write the picture to FILE.svg or FILE.html.")] = None,
+    input_text: Annotated[
+        Optional[str],
+        typer.Option("--input", help="Input to decode (default: a random held-out one)."),
+    ] = None,
+    kind: Annotated[
+        str, typer.Option("--kind", help="cross, encoder or decoder attention.")
+    ] = "cross",
+    layer: Annotated[
+        Optional[int], typer.Option("--layer", help="Layer index (default: the last).")
+    ] = None,
+    head: Annotated[
+        Optional[str],
+        typer.Option("--head", help="Head index or 'mean' (default: all heads side by side)."),
+    ] = None,
+    save: Annotated[
+        Optional[Path],
+        typer.Option("--save", help="Also write the picture to FILE.svg or FILE.html."),
+    ] = None,
     checkpoint: CheckpointOption = "latest",
     no_cache: NoCacheOption = False,
 ) -> None:

@@ -119,8 +119,9 @@ def apply(config: Config, data: dict[str, Any], source: str) -> None:
             set_key(config, f"{section}.{key}", value, source)
 
 
-def set_key(config: Config, dotted: str, value: Any, source: str = "--set",
-            raw: str | None = None) -> None:
+def set_key(
+    config: Config, dotted: str, value: Any, source: str = "--set", raw: str | None = None
+) -> None:
     """Set one key; `raw` is the text typed after `=`, used as is for string keys."""
     section, _, key = dotted.partition(".")
     names = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
@@ -202,25 +203,37 @@ def validate(config: Config) -> None:
     get_task(config.task.name)
     t, m, tr = config.task, config.model, config.train
     positive = {
-        "task.min_len": t.min_len, "task.max_len": t.max_len,
-        "model.d_model": m.d_model, "model.num_heads": m.num_heads,
-        "model.num_layers": m.num_layers, "model.d_ff": m.d_ff,
-        "train.batch_size": tr.batch_size, "train.steps": tr.steps,
-        "train.log_every": tr.log_every, "train.eval_every": tr.eval_every,
+        "task.min_len": t.min_len,
+        "task.max_len": t.max_len,
+        "model.d_model": m.d_model,
+        "model.num_heads": m.num_heads,
+        "model.num_layers": m.num_layers,
+        "model.d_ff": m.d_ff,
+        "train.batch_size": tr.batch_size,
+        "train.steps": tr.steps,
+        "train.log_every": tr.log_every,
+        "train.eval_every": tr.eval_every,
         "train.eval_samples": tr.eval_samples,
-        "train.keep_checkpoints": tr.keep_checkpoints, "train.learning_rate": tr.learning_rate,
+        "train.keep_checkpoints": tr.keep_checkpoints,
+        "train.learning_rate": tr.learning_rate,
     }
     for key, value in positive.items():
         if value <= 0:
             raise JabError(f"{key} must be positive, got {value}")
-    for key, value in {"train.warmup_steps": tr.warmup_steps, "train.weight_decay": tr.weight_decay,
-                       "train.clip_norm": tr.clip_norm, "train.seed": tr.seed}.items():
+    for key, value in {
+        "train.warmup_steps": tr.warmup_steps,
+        "train.weight_decay": tr.weight_decay,
+        "train.clip_norm": tr.clip_norm,
+        "train.seed": tr.seed,
+    }.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")
     longest = max(t.max_len, get_task(t.name).target_length(t.max_len)) + 1
     if longest > MAX_POSITIONS:
-        raise JabError(f"task.max_len {t.max_len} needs {longest} positions; the model takes at "
-                       f"most {MAX_POSITIONS}")
+        raise JabError(
+            f"task.max_len {t.max_len} needs {longest} positions; the model takes at "
+            f"most {MAX_POSITIONS}"
+        )
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
     if m.d_model % m.num_heads:

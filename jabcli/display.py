@@ -55,21 +55,34 @@ class TrainView:
 
     def render(self) -> Group:
         table = Table(box=box.SIMPLE, show_header=True, header_style="bold")
-        for column in ("step", "loss", "token acc", "exact match", "held-out exact", "lr", "steps/s"):
+        for column in (
+            "step",
+            "loss",
+            "token acc",
+            "exact match",
+            "held-out exact",
+            "lr",
+            "steps/s",
+        ):
             table.add_column(column, justify="right")
         m = self.metrics
         if m:
             table.add_row(
-                str(m["step"]), f"{m['loss']:.4f}", percent(m["token_acc"]), percent(m["seq_acc"]),
-                percent(self.eval["seq_acc"]) if self.eval else "-", f"{m['lr']:.2e}",
+                str(m["step"]),
+                f"{m['loss']:.4f}",
+                percent(m["token_acc"]),
+                percent(m["seq_acc"]),
+                percent(self.eval["seq_acc"]) if self.eval else "-",
+                f"{m['lr']:.2e}",
                 f"{m['steps_per_sec']:.0f}",
             )
         return Group(self.progress, table)
 
     def on_log(self, record: dict[str, Any]) -> None:
         self.metrics = record
-        self.progress.update(self.bar, completed=record["step"],
-                             speed=f"{record['steps_per_sec']:.0f} steps/s")
+        self.progress.update(
+            self.bar, completed=record["step"], speed=f"{record['steps_per_sec']:.0f} steps/s"
+        )
         self.live.update(self.render())
 
     def on_eval(self, result: dict[str, Any]) -> None:
@@ -80,7 +93,9 @@ class TrainView:
         )
 
 
-def examples_table(examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions") -> Table:
+def examples_table(
+    examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions"
+) -> Table:
     """A few predictions, mistakes first."""
     ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
@@ -114,7 +129,12 @@ def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
 
 
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
-    head = Table(title=f"Evaluation of {run_path}", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
+    head = Table(
+        title=f"Evaluation of {run_path}",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        show_header=False,
+    )
     head.add_column("what", style="bold")
     head.add_column("value")
     head.add_row("checkpoint", f"step {result['step']}")
@@ -128,8 +148,13 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
     for length, row in sorted(result["per_length"].items()):
         bar = "█" * round(20 * row["seq_acc"])
         trained = "" if low <= length <= high else " (beyond training)"
-        lengths.add_row(str(length), str(row["samples"]), percent(row["token_acc"]),
-                        percent(row["seq_acc"]), bar + trained)
+        lengths.add_row(
+            str(length),
+            str(row["samples"]),
+            percent(row["token_acc"]),
+            percent(row["seq_acc"]),
+            bar + trained,
+        )
     mistakes = [e for e in result["examples"] if not e["correct"]]
     parts: list[Any] = [head, lengths]
     if mistakes:
@@ -163,7 +188,9 @@ def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -
 
 def shade(weight: float) -> Text:
     level = min(len(SHADES) - 1, int(round(weight * (len(SHADES) - 1))))
-    return Text(SHADES[level] * 2, style=f"rgb({40 + int(215 * weight)},{60 + int(120 * weight)},90)")
+    return Text(
+        SHADES[level] * 2, style=f"rgb({40 + int(215 * weight)},{60 + int(120 * weight)},90)"
+    )
 
 
 def legend() -> Text:
@@ -181,5 +208,9 @@ def label(token: str) -> str:
 
 
 def attention_view(panels: list[Panel], title: str) -> Group:
-    return Group(Text(title, style="bold"), Columns(panels, padding=(0, 1)), legend(),
-                 Text("^ = <bos>, $ = <eos>", style="dim"))
+    return Group(
+        Text(title, style="bold"),
+        Columns(panels, padding=(0, 1)),
+        legend(),
+        Text("^ = <bos>, $ = <eos>", style="dim"),
+    )

@@ -40,21 +40,28 @@ def load(path: Path | None, checkpoint: str = "latest", no_cache: bool = False) 
     try:
         state = state_from_arrays(setup, arrays)
     except (KeyError, ValueError) as err:
-        raise JabError(f"checkpoint {entry['file']} in {run.path} does not fit its config: {err}") from None
+        raise JabError(
+            f"checkpoint {entry['file']} in {run.path} does not fit its config: {err}"
+        ) from None
     return Loaded(run, cfg, tokenizer, setup, state.params, entry["step"])
 
 
 def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
     if min_len <= 0 or min_len > max_len:
-        raise JabError(f"lengths must satisfy 1 <= --min-len <= --max-len, got {min_len} and {max_len}")
+        raise JabError(
+            f"lengths must satisfy 1 <= --min-len <= --max-len, got {min_len} and {max_len}"
+        )
     longest = max(max_len, loaded.setup.task.target_length(max_len)) + 1
     if longest > MAX_POSITIONS:
-        raise JabError(f"the model takes sequences of at most {MAX_POSITIONS} positions; "
-                       f"inputs of length {max_len} need {longest}")
+        raise JabError(
+            f"the model takes sequences of at most {MAX_POSITIONS} positions; "
+            f"inputs of length {max_len} need {longest}"
+        )
 
 
-def evaluate_run(loaded: Loaded, samples: int, min_len: int | None, max_len: int | None,
-                 seed: int) -> dict[str, Any]:
+def evaluate_run(
+    loaded: Loaded, samples: int, min_len: int | None, max_len: int | None, seed: int
+) -> dict[str, Any]:
     import jax
 
     from jabcli.train import evaluate
@@ -66,8 +73,13 @@ def evaluate_run(loaded: Loaded, samples: int, min_len: int | None, max_len: int
     check_lengths(loaded, min_len, max_len)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
     result = evaluate(loaded.setup, loaded.params, key, samples, min_len, max_len)
-    return {"run": str(loaded.run.path), "step": loaded.step, "min_len": min_len,
-            "max_len": max_len, **result}
+    return {
+        "run": str(loaded.run.path),
+        "step": loaded.step,
+        "min_len": min_len,
+        "max_len": max_len,
+        **result,
+    }
 
 
 def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
@@ -81,8 +93,10 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
         rows.append(loaded.tokenizer.encode(text, loaded.cfg.task.alphabet))
     longest = max(map(len, rows))
     if max(longest, loaded.setup.task.target_length(longest)) + 1 > MAX_POSITIONS:
-        raise JabError(f"an input of length {longest} is longer than the model can take "
-                       f"({MAX_POSITIONS - 1} symbols at most)")
+        raise JabError(
+            f"an input of length {longest} is longer than the model can take "
+            f"({MAX_POSITIONS - 1} symbols at most)"
+        )
     batch = np.full((len(rows), longest + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
@@ -103,8 +117,14 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     for text, out in zip(texts, outputs):
         answer = loaded.tokenizer.decode(out)
         expected = loaded.setup.task.solve(clean(text))
-        rows.append({"input": clean(text), "output": answer, "expected": expected,
-                     "correct": answer == expected})
+        rows.append(
+            {
+                "input": clean(text),
+                "output": answer,
+                "expected": expected,
+                "correct": answer == expected,
+            }
+        )
     return rows
 
 
@@ -118,7 +138,7 @@ def random_input(loaded: Loaded) -> str:
 
 
 def attention(loaded: Loaded, text: str, kind: str):
-    """Decode `text`, then return (weights [layers, heads, rows, cols], row labels, column labels, answer)."""
+    """Decode `text`; return weights [layers, heads, rows, cols], row and column labels, answer."""
     src = encode_inputs(loaded, [text])
     out = decode_batch(loaded, src)[0]
     ends = np.flatnonzero(out == EOS_ID)
@@ -129,15 +149,23 @@ def attention(loaded: Loaded, text: str, kind: str):
     src_labels = [tokens[i] for i in src[0]]
     out_labels = [tokens[i] for i in produced]
     in_labels = [tokens[i] for i in tgt_in[0]]
-    chosen = {"cross": (weights.cross, out_labels, src_labels),
-              "decoder": (weights.decoder, out_labels, in_labels),
-              "encoder": (weights.encoder, src_labels, src_labels)}[kind]
+    chosen = {
+        "cross": (weights.cross, out_labels, src_labels),
+        "decoder": (weights.decoder, out_labels, in_labels),
+        "encoder": (weights.encoder, src_labels, src_labels),
+    }[kind]
     matrices, rows, cols = chosen
     return np.asarray(matrices)[:, 0], rows, cols, loaded.tokenizer.decode(out)
 
 
-def show_attention(loaded: Loaded, text: str | None, kind: str, layer: int | None,
-                   head: str | None, save: Path | None) -> None:
+def show_attention(
+    loaded: Loaded,
+    text: str | None,
+    kind: str,
+    layer: int | None,
+    head: str | None,
+    save: Path | None,
+) -> None:
     from rich.console import Console
 
     from jabcli.display import attention_view, console, heatmap
@@ -147,7 +175,9 @@ def show_attention(loaded: Loaded, text: str | None, kind: str, layer: int | Non
     if not 0 <= layer < num_layers:
         raise JabError(f"--layer must be between 0 and {num_layers - 1}, got {layer}")
     if head not in (None, "mean") and not (head.isdigit() and int(head) < num_heads):
-        raise JabError(f"--head must be 'mean' or a head between 0 and {num_heads - 1}, got {head!r}")
+        raise JabError(
+            f"--head must be 'mean' or a head between 0 and {num_heads - 1}, got {head!r}"
+        )
     if save is not None and not save.parent.is_dir():
         raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
     text = clean(text) if text is not None else random_input(loaded)
@@ -161,8 +191,10 @@ def show_attention(loaded: Loaded, text: str | None, kind: str, layer: int | Non
         panels = [heatmap(layer_weights[int(head)], rows, cols, f"head {head}")]
     expected = loaded.setup.task.solve(text)
     verdict = "right" if answer == expected else f"wrong, expected {expected}"
-    title = (f"{kind} attention, layer {layer} of {loaded.run.path}: "
-             f"input {text} -> output {answer} ({verdict})")
+    title = (
+        f"{kind} attention, layer {layer} of {loaded.run.path}: "
+        f"input {text} -> output {answer} ({verdict})"
+    )
     view = attention_view(panels, title)
     if save is None:
         console.print(view)

@@ -32,7 +32,9 @@ def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
 
 def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
     """[B, 1, Tq, Tk] True where the key is a real token."""
-    return jnp.broadcast_to((key_ids != PAD_ID)[:, None, None, :], (key_ids.shape[0], 1, query_len, key_ids.shape[1]))
+    return jnp.broadcast_to(
+        (key_ids != PAD_ID)[:, None, None, :], (key_ids.shape[0], 1, query_len, key_ids.shape[1])
+    )
 
 
 def causal_mask(length: int) -> jax.Array:
@@ -68,9 +70,11 @@ class MultiHeadAttention(hk.Module):
         values: jax.Array,
         mask: jax.Array,
     ) -> tuple[jax.Array, jax.Array]:
-        """[B, Tq, D] attending to keys/values [B, Tk, H, K] -> ([B, Tq, D], weights [B, H, Tq, Tk])."""
+        """[B, Tq, D] attending to keys/values [B, Tk, H, K] -> [B, Tq, D], weights [B, H, Tq, Tk]."""
         batch, query_len, _ = query_inputs.shape
-        queries = self.query_proj(query_inputs).reshape(batch, query_len, self.num_heads, self.key_size)
+        queries = self.query_proj(query_inputs).reshape(
+            batch, query_len, self.num_heads, self.key_size
+        )
         logits = jnp.einsum("bqhk,bthk->bhqt", queries, keys) / np.sqrt(self.key_size)
         logits = jnp.where(mask, logits, NEG_INF)
         attn_weights = jax.nn.softmax(logits, axis=-1)
@@ -167,7 +171,9 @@ class DecoderLayer(hk.Module):
         def self_attend(h):
             keys, values = self.self_attn.project_kv(h)
             self_keys = jax.lax.dynamic_update_slice_in_dim(cache.self_keys, keys, position, axis=1)
-            self_values = jax.lax.dynamic_update_slice_in_dim(cache.self_values, values, position, axis=1)
+            self_values = jax.lax.dynamic_update_slice_in_dim(
+                cache.self_values, values, position, axis=1
+            )
             visible = (jnp.arange(self_keys.shape[1]) <= position)[None, None, None, :]
             out, _ = self.self_attn(h, self_keys, self_values, visible)
             return out, self_keys, self_values
@@ -196,11 +202,22 @@ class Transformer(hk.Module):
         self.cfg = cfg
         # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
         # as large as the positional encoding instead of drowning it out.
-        self.embed = hk.Embed(vocab_size, cfg.d_model, name="embed",
-                              w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5))
-        self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)]
-        self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)]
-        self.final_norms = [hk.LayerNorm(-1, True, True, name=f"{side}_final_norm") for side in ("encoder", "decoder")]
+        self.embed = hk.Embed(
+            vocab_size,
+            cfg.d_model,
+            name="embed",
+            w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
+        )
+        self.encoder_layers = [
+            EncoderLayer(cfg, name=f"encoder_{i}") for i in range(cfg.num_layers)
+        ]
+        self.decoder_layers = [
+            DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)
+        ]
+        self.final_norms = [
+            hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")
+            for side in ("encoder", "decoder")
+        ]
         self.to_logits = hk.Linear(vocab_size, name="to_logits")
 
     def embed_tokens(self, ids: jax.Array, offset: jax.Array | int, is_training: bool) -> jax.Array:
@@ -270,7 +287,6 @@ class Transformer(hk.Module):
             x, layer_cache = layer.step(x, position, layer_cache, cross_mask)
             new_cache.append(layer_cache)
         return self.logits(x)[:, 0], new_cache
-
 
 
 class ModelFns(NamedTuple):

@@ -116,7 +116,10 @@ class Run:
         if not isinstance(data, dict):
             raise JabError(f"{self.path}/config.yaml is not a jab run config")
         if data.pop("format", None) != FORMAT:
-            raise JabError(f"{self.path} was written by an incompatible version of jab (format {FORMAT} expected)")
+            raise JabError(
+                f"{self.path} was written by an incompatible version of jab "
+                f"(format {FORMAT} expected)"
+            )
         vocab = data.pop("vocab", None)
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
@@ -146,7 +149,9 @@ class Run:
     def truncate_metrics(self, step: int) -> None:
         """Keep only the records up to `step` (used when resuming from a checkpoint)."""
         kept = [r for r in self.read_metrics() if r["step"] <= step]
-        atomic_write(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept).encode())
+        atomic_write(
+            self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept).encode()
+        )
 
     # checkpoints
 
@@ -159,8 +164,9 @@ class Run:
         except json.JSONDecodeError:
             raise JabError(f"{path} is corrupted (not valid JSON)") from None
 
-    def save_checkpoint(self, arrays: dict[str, np.ndarray], step: int, eval_seq_acc: float | None,
-                        keep: int) -> None:
+    def save_checkpoint(
+        self, arrays: dict[str, np.ndarray], step: int, eval_seq_acc: float | None, keep: int
+    ) -> None:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         data = buffer.getvalue()
@@ -168,7 +174,9 @@ class Run:
         atomic_write(self.checkpoints / name, data)
         manifest = self.manifest()
         entries = [e for e in manifest["checkpoints"] if e["step"] != step]
-        entries.append({"file": name, "step": step, "sha256": sha256(data), "eval_seq_acc": eval_seq_acc})
+        entries.append(
+            {"file": name, "step": step, "sha256": sha256(data), "eval_seq_acc": eval_seq_acc}
+        )
         entries.sort(key=lambda e: e["step"])
         scored = [e for e in entries if e["eval_seq_acc"] is not None]
         best = max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
@@ -233,10 +241,13 @@ class Run:
             except FileExistsError:
                 try:
                     pid = int(path.read_text().strip() or 0)
+                    just_created = time.time() - path.stat().st_mtime < 5
                 except (OSError, ValueError):
-                    pid = 0
-                if pid and pid_alive(pid):
-                    raise JabError(f"{self.path} is being written by another jab process (pid {pid})") from None
+                    pid, just_created = 0, False
+                if (pid and pid_alive(pid)) or (not pid and just_created):
+                    raise JabError(
+                        f"{self.path} is being written by another jab process (pid {pid})"
+                    ) from None
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
         with os.fdopen(fd, "w") as f:

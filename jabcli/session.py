@@ -24,7 +24,9 @@ class StopRequest:
         self.signum: int | None = None
 
     def __enter__(self) -> "StopRequest":
-        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._previous = {
+            s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)
+        }
         return self
 
     def __exit__(self, *exc) -> None:
@@ -43,7 +45,9 @@ class StopRequest:
 def start(cfg: Config, out: Path | None, no_cache: bool) -> None:
     path = out or runs.new_run_dir(cfg.task.name)
     if path.exists() and any(path.iterdir()):
-        raise JabError(f"{path} already exists and is not empty; choose another --out or --resume it")
+        raise JabError(
+            f"{path} already exists and is not empty; choose another --out or --resume it"
+        )
     _train(cfg, Tokenizer(), path, None, no_cache)
 
 
@@ -57,7 +61,9 @@ def resume(path: Path | None, steps: int | None, no_cache: bool) -> None:
     _train(cfg, tokenizer, run.path, run, no_cache)
 
 
-def _train(cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, no_cache: bool) -> None:
+def _train(
+    cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, no_cache: bool
+) -> None:
     from jabcli import runtime
 
     runtime.configure(no_cache)
@@ -72,7 +78,9 @@ def _train(cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, 
     run = existing or Run.create(path, cfg, tokenizer)
     with run.lock():
         if existing is not None:
-            entry, arrays = run.newest_valid_checkpoint(warn=lambda m: console.print(f"[yellow]{m}[/]"))
+            entry, arrays = run.newest_valid_checkpoint(
+                warn=lambda m: console.print(f"[yellow]{m}[/]")
+            )
             state = state_from_arrays(setup, arrays)
             run.truncate_metrics(entry["step"])
             if entry["step"] >= cfg.train.steps:
@@ -91,16 +99,19 @@ def _train(cfg: Config, tokenizer: Tokenizer, path: Path, existing: Run | None, 
 
         def save(step_eval: float | None = None) -> None:
             state = trainer.state
-            run.save_checkpoint(state_to_arrays(state), int(state.step), step_eval,
-                                keep=cfg.train.keep_checkpoints)
+            run.save_checkpoint(
+                state_to_arrays(state), int(state.step), step_eval, keep=cfg.train.keep_checkpoints
+            )
             saved["step"] = int(state.step)
 
         def on_eval(result: dict) -> None:
             view.on_eval(result)
             save(result["seq_acc"])
 
-        with StopRequest() as stop, TrainView(cfg.train.steps, int(trainer.state.step),
-                                               cfg.task.name) as view:
+        with (
+            StopRequest() as stop,
+            TrainView(cfg.train.steps, int(trainer.state.step), cfg.task.name) as view,
+        ):
             try:
                 outcome = trainer.run(
                     on_log=lambda r: (run.append_metrics(r), view.on_log(r)),

@@ -77,7 +77,7 @@ def source_array(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
 def decoder_arrays(
     target: jax.Array, lengths: jax.Array, tgt_len: int
 ) -> tuple[jax.Array, jax.Array]:
-    """Target ids [batch, T] and lengths -> (<bos> + target, target + <eos>), each [batch, tgt_len]."""
+    """Target ids [batch, T] and lengths -> <bos> + target and target + <eos>, [batch, tgt_len]."""
     batch, width = target.shape
     target = jnp.pad(target, ((0, 0), (0, tgt_len - width)), constant_values=PAD_ID)
     positions = jnp.arange(tgt_len)[None, :]
@@ -136,7 +136,9 @@ TASKS: dict[str, Task] = {task.name: task for task in (Copy(), Reverse(), Sort()
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        raise JabError(f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}")
+        raise JabError(
+            f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}"
+        )
     return TASKS[name]
 
 

@@ -114,11 +114,21 @@ class Setup:
         """Decoder length: the longest target plus <eos>."""
         return self.task.target_length(self.cfg.task.max_len) + 1
 
-    def sample(self, key: jax.Array, batch_size: int, min_len: int | None = None,
-               max_len: int | None = None) -> Batch:
+    def sample(
+        self,
+        key: jax.Array,
+        batch_size: int,
+        min_len: int | None = None,
+        max_len: int | None = None,
+    ) -> Batch:
         t = self.cfg.task
-        return self.task.sample(key, batch_size, min_len or t.min_len, max_len or t.max_len,
-                                jnp.asarray(self.symbol_ids))
+        return self.task.sample(
+            key,
+            batch_size,
+            min_len or t.min_len,
+            max_len or t.max_len,
+            jnp.asarray(self.symbol_ids),
+        )
 
     def init(self, seed: int) -> TrainingState:
         """Fresh parameters and optimizer state, in one jitted call (op by op it takes seconds)."""
@@ -136,7 +146,9 @@ class Setup:
 
     def update(self, state: TrainingState, _=None) -> tuple[TrainingState, dict]:
         """One optimizer step on a batch drawn from (rng, step)."""
-        batch = self.sample(step_key(state.rng, TRAIN_STREAM, state.step), self.cfg.train.batch_size)
+        batch = self.sample(
+            step_key(state.rng, TRAIN_STREAM, state.step), self.cfg.train.batch_size
+        )
         batch = jax.lax.with_sharding_constraint(batch, self.batch_sharding)
         dropout_key = step_key(state.rng, DROPOUT_STREAM, state.step)
         grads, metrics = jax.grad(self.loss, has_aux=True)(state.params, dropout_key, batch)
@@ -162,8 +174,14 @@ class Setup:
         return state, {"loss": zero, "token_acc": zero, "seq_acc": zero, "grad_norm": zero}
 
 
-def evaluate(setup: Setup, params, key: jax.Array, samples: int, min_len: int | None = None,
-             max_len: int | None = None) -> dict:
+def evaluate(
+    setup: Setup,
+    params,
+    key: jax.Array,
+    samples: int,
+    min_len: int | None = None,
+    max_len: int | None = None,
+) -> dict:
     """Greedy-decode `samples` held-out sources; accuracies overall and per source length."""
     min_len = min_len or setup.cfg.task.min_len
     max_len = max_len or setup.cfg.task.max_len
@@ -209,8 +227,10 @@ Callback = Callable[[dict], None]
 def check_devices(cfg: Config) -> None:
     devices = jax.device_count()
     if cfg.train.batch_size % devices:
-        raise JabError(f"train.batch_size ({cfg.train.batch_size}) must divide evenly "
-                       f"over the {devices} devices")
+        raise JabError(
+            f"train.batch_size ({cfg.train.batch_size}) must divide evenly "
+            f"over the {devices} devices"
+        )
 
 
 class Trainer:
@@ -221,11 +241,16 @@ class Trainer:
         check_devices(setup.cfg)
         state = state if state is not None else setup.init(setup.cfg.train.seed)
         self.state = jax.device_put(state, setup.replicated)
-        self.chunk = jax.jit(setup.train_chunk, donate_argnums=0,
-                              out_shardings=(setup.replicated, setup.replicated))
+        self.chunk = jax.jit(
+            setup.train_chunk, donate_argnums=0, out_shardings=(setup.replicated, setup.replicated)
+        )
 
-    def run(self, on_log: Callback = lambda m: None, on_eval: Callback = lambda m: None,
-            should_stop: Callable[[], bool] = lambda: False) -> dict:
+    def run(
+        self,
+        on_log: Callback = lambda m: None,
+        on_eval: Callback = lambda m: None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> dict:
         tr = self.setup.cfg.train
         start, start_step = time.perf_counter(), int(self.state.step)
         last_eval: dict = {}
@@ -237,7 +262,9 @@ class Trainer:
             metrics = jax.device_get(metrics)
             step = step_before + n
             if not metrics.pop("finite"):
-                raise FloatingPointError(f"loss became non-finite between steps {step_before} and {step}")
+                raise FloatingPointError(
+                    f"loss became non-finite between steps {step_before} and {step}"
+                )
             record = {
                 "step": step,
                 **{k: float(v) for k, v in metrics.items()},
@@ -246,22 +273,29 @@ class Trainer:
                 "elapsed_s": time.perf_counter() - start,
             }
             if step // tr.eval_every > step_before // tr.eval_every or step >= tr.steps:
-                last_eval = evaluate(self.setup, self.state.params,
-                                     step_key(self.state.rng, EVAL_STREAM, step), tr.eval_samples)
+                last_eval = evaluate(
+                    self.setup,
+                    self.state.params,
+                    step_key(self.state.rng, EVAL_STREAM, step),
+                    tr.eval_samples,
+                )
                 record["eval_token_acc"] = last_eval["token_acc"]
                 record["eval_seq_acc"] = last_eval["seq_acc"]
                 on_eval({**last_eval, "step": step})
             on_log(record)
             if last_eval and record.get("eval_seq_acc", 0.0) >= tr.target_seq_acc:
                 break
-        return {"step": int(self.state.step), "elapsed_s": time.perf_counter() - start,
-                "start_step": start_step, "last_eval": last_eval}
+        return {
+            "step": int(self.state.step),
+            "elapsed_s": time.perf_counter() - start,
+            "start_step": start_step,
+            "last_eval": last_eval,
+        }
 
 
 def state_to_arrays(state: TrainingState) -> dict[str, np.ndarray]:
     """The training state as named numpy arrays, for a pickle-free .npz checkpoint."""
-    arrays = {"step": np.asarray(state.step), "rng": np.asarray(jax.random.key_data(state.rng))
-              if jnp.issubdtype(state.rng.dtype, jax.dtypes.prng_key) else np.asarray(state.rng)}
+    arrays = {"step": np.asarray(state.step), "rng": np.asarray(state.rng)}
     for prefix, tree in (("params", state.params), ("opt_state", state.opt_state)):
         for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
             arrays[prefix + jax.tree_util.keystr(path)] = np.asarray(leaf)
@@ -281,5 +315,6 @@ def state_from_arrays(setup: Setup, arrays: dict[str, np.ndarray]) -> TrainingSt
                 raise ValueError(f"checkpoint does not match the model ({name})")
             values.append(jnp.asarray(arrays[name], dtype=leaf.dtype))
         trees.append(jax.tree_util.tree_unflatten(treedef, values))
-    return TrainingState(trees[0], trees[1], jnp.asarray(arrays["rng"]),
-                         jnp.asarray(arrays["step"], jnp.int32))
+    return TrainingState(
+        trees[0], trees[1], jnp.asarray(arrays["rng"]), jnp.asarray(arrays["step"], jnp.int32)
+    )

@@ -8,12 +8,30 @@ import time
 from pathlib import Path
 
 TINY = [
-    "--task", "copy", "--seed", "0",
-    "--set", "task.max_len=5", "--set", "task.alphabet=0123",
-    "--set", "model.d_model=32", "--set", "model.d_ff=64", "--set", "model.num_layers=1",
-    "--set", "train.batch_size=32", "--set", "train.learning_rate=0.003",
-    "--set", "train.eval_every=100", "--set", "train.warmup_steps=50",
-    "--set", "train.target_seq_acc=1.0",
+    "--task",
+    "copy",
+    "--seed",
+    "0",
+    "--set",
+    "task.max_len=5",
+    "--set",
+    "task.alphabet=0123",
+    "--set",
+    "model.d_model=32",
+    "--set",
+    "model.d_ff=64",
+    "--set",
+    "model.num_layers=1",
+    "--set",
+    "train.batch_size=32",
+    "--set",
+    "train.learning_rate=0.003",
+    "--set",
+    "train.eval_every=100",
+    "--set",
+    "train.warmup_steps=50",
+    "--set",
+    "train.target_seq_acc=1.0",
 ]
 
 
@@ -24,8 +42,14 @@ def env() -> dict:
 
 
 def jab(*args, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "jabcli", *map(str, args)], cwd=cwd, env=env(),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "jabcli", *map(str, args)],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -33,8 +57,14 @@ def jab(*args, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
 
 def interrupt_after(args, cwd: Path, run: Path, min_lines: int, signum=signal.SIGINT):
     """Start `jab`, send `signum` once metrics.jsonl has `min_lines` lines; return the result."""
-    proc = subprocess.Popen([sys.executable, "-m", "jabcli", *map(str, args)], cwd=cwd, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", *map(str, args)],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = cwd / run / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

@@ -21,27 +21,60 @@ CASES = {
     "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, sort"),
     "missing task file": (["train", "--task", "nothere.yaml"], "does not exist"),
     "task file that is not YAML": (["train", "--task", "broken.yaml"], "not valid YAML"),
-    "config key of the wrong type": (["train", "--config", "wrongtype.yaml"], "'model.d_model' must be int"),
-    "misspelled key": (["train", "--task", "copy", "--set", "model.d_modle=64"], "did you mean 'model.d_model'"),
-    "zero size": (["train", "--task", "copy", "--set", "model.d_model=0"], "model.d_model must be positive"),
-    "negative steps": (["train", "--task", "copy", "--steps", "-5"], "train.steps must be positive"),
-    "heads do not divide d_model": (["train", "--task", "copy", "--set", "model.num_heads=5"], "divisible"),
-    "min_len above max_len": (["train", "--task", "copy", "--set", "task.min_len=9", "--set", "task.max_len=3"], "must not exceed"),
-    "lengths the model cannot take": (["train", "--task", "copy", "--set", "task.max_len=5000"], "the model takes at most"),
+    "config key of the wrong type": (
+        ["train", "--config", "wrongtype.yaml"],
+        "'model.d_model' must be int",
+    ),
+    "misspelled key": (
+        ["train", "--task", "copy", "--set", "model.d_modle=64"],
+        "did you mean 'model.d_model'",
+    ),
+    "zero size": (
+        ["train", "--task", "copy", "--set", "model.d_model=0"],
+        "model.d_model must be positive",
+    ),
+    "negative steps": (
+        ["train", "--task", "copy", "--steps", "-5"],
+        "train.steps must be positive",
+    ),
+    "heads do not divide d_model": (
+        ["train", "--task", "copy", "--set", "model.num_heads=5"],
+        "divisible",
+    ),
+    "min_len above max_len": (
+        ["train", "--task", "copy", "--set", "task.min_len=9", "--set", "task.max_len=3"],
+        "must not exceed",
+    ),
+    "lengths the model cannot take": (
+        ["train", "--task", "copy", "--set", "task.max_len=5000"],
+        "the model takes at most",
+    ),
     "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
     "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
     "unknown command": (["trian"], "trian"),
     "missing run folder": (["eval", "--run", "runs/nothere"], "does not exist"),
     "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
     "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
-    "run from an incompatible version": (["eval", "--run", "others/future"], "incompatible version"),
+    "run from an incompatible version": (
+        ["eval", "--run", "others/future"],
+        "incompatible version",
+    ),
     "characters outside the alphabet": (["predict", "--run", RUN, "12x"], "outside the alphabet"),
     "empty input": (["predict", "--run", RUN, " "], "empty"),
     "input too long": (["predict", "--run", RUN, "0" * 1100], "longer than the model can take"),
-    "layer out of range": (["show-attention", "--run", RUN, "--layer", "3"], "--layer must be between 0 and 0"),
+    "layer out of range": (
+        ["show-attention", "--run", RUN, "--layer", "3"],
+        "--layer must be between 0 and 0",
+    ),
     "head out of range": (["show-attention", "--run", RUN, "--head", "9"], "--head must be"),
-    "unknown checkpoint": (["eval", "--run", RUN, "--checkpoint", "17"], "no checkpoint at step 17"),
-    "output folder not writable": (["train", "--task", "copy", "--out", "afile/run"], "could not create run folder"),
+    "unknown checkpoint": (
+        ["eval", "--run", RUN, "--checkpoint", "17"],
+        "no checkpoint at step 17",
+    ),
+    "output folder not writable": (
+        ["train", "--task", "copy", "--out", "afile/run"],
+        "could not create run folder",
+    ),
 }
 
 
@@ -80,9 +113,14 @@ def test_bad_input_gets_one_clear_line_and_exit_code_2(case, workdir):
 
 
 def test_jab_debug_shows_the_traceback(workdir):
-    result = subprocess.run([sys.executable, "-m", "jabcli", "eval", "--run", "runs/nothere"],
-                            cwd=workdir, env={**env(), "JAB_DEBUG": "1"},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "jabcli", "eval", "--run", "runs/nothere"],
+        cwd=workdir,
+        env={**env(), "JAB_DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 

@@ -1,6 +1,7 @@
 """The command line, run as a user runs it: real subprocesses, real training, real files."""
 
 import json
+
 from jabrun import TINY, jab
 
 
@@ -39,8 +40,9 @@ def test_show_attention_draws_a_heatmap_and_saves_svg(trained):
     out = jab("show-attention", "--input", "0123", "--save", "attn.svg", cwd=trained).stdout
     assert "cross attention" in out and "head 0" in out and "head 3" in out
     assert (trained / "attn.svg").read_text().startswith("<svg")
-    mean = jab("show-attention", "--kind", "encoder", "--head", "mean", "--layer", "0",
-               cwd=trained).stdout
+    mean = jab(
+        "show-attention", "--kind", "encoder", "--head", "mean", "--layer", "0", cwd=trained
+    ).stdout
     assert "mean of heads" in mean
 
 

@@ -14,8 +14,15 @@ VOCAB = 20
 
 
 def make(norm="post", activation="relu"):
-    cfg = ModelConfig(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1, norm=norm,
-                      activation=activation)
+    cfg = ModelConfig(
+        d_model=32,
+        num_heads=4,
+        num_layers=2,
+        d_ff=64,
+        dropout=0.1,
+        norm=norm,
+        activation=activation,
+    )
     fns = build(cfg, VOCAB)
     src = jnp.array([[5, 6, 7, 8, PAD_ID], [9, 10, PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
     tgt = jnp.array([[BOS_ID, 8, 7, 6, 5], [BOS_ID, 10, 9, PAD_ID, PAD_ID]], jnp.int32)
@@ -50,7 +57,7 @@ def test_extra_padding_leaves_outputs_unchanged(norm):
     more_tgt = jnp.pad(tgt, ((0, 0), (0, 3)), constant_values=PAD_ID)
     padded_logits, attention = fns.forward(params, None, more_src, more_tgt)
     np.testing.assert_allclose(logits, padded_logits[:, : tgt.shape[1]], atol=1e-5)
-    assert float(jnp.max(attention.cross[..., src.shape[1]:])) == 0.0
+    assert float(jnp.max(attention.cross[..., src.shape[1] :])) == 0.0
 
 
 def test_attention_weights_are_returned_for_every_layer_and_sum_to_one():

@@ -27,8 +27,10 @@ def newest_step(run: Path) -> int:
 
 def metrics(run: Path) -> list[dict]:
     timing = {"steps_per_sec", "elapsed_s"}
-    return [{k: v for k, v in json.loads(line).items() if k not in timing}
-            for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in timing}
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def test_ctrl_c_then_resume_ends_bitwise_equal_to_an_uninterrupted_run(tmp_path):
@@ -50,8 +52,9 @@ def test_ctrl_c_then_resume_ends_bitwise_equal_to_an_uninterrupted_run(tmp_path)
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
-    code, out, _ = interrupt_after(["train", *LONG, "--out", "run"], tmp_path, Path("run"), 2,
-                                   signal.SIGTERM)
+    code, out, _ = interrupt_after(
+        ["train", *LONG, "--out", "run"], tmp_path, Path("run"), 2, signal.SIGTERM
+    )
     assert code == 143
     manifest = json.loads((tmp_path / "run/checkpoints/manifest.json").read_text())
     last = manifest["checkpoints"][-1]["step"]
@@ -80,8 +83,10 @@ def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
     result = jab("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
     assert "step-00000300.npz" in result.stdout and "falling back" in result.stdout
     assert "Resuming run from step 200" in " ".join(result.stdout.split())
-    steps = [json.loads(line)["step"] for line in
-             (three_checkpoints / "run/metrics.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line)["step"]
+        for line in (three_checkpoints / "run/metrics.jsonl").read_text().splitlines()
+    ]
     assert steps == sorted(set(steps)) and steps[-1] > 200  # no step logged twice
 
 
@@ -101,7 +106,29 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(three_checkpoints):
 
 
 def test_a_diverging_loss_stops_with_the_step_and_a_hint(tmp_path):
-    result = jab("train", *TINY, "--steps", "300", "--set", "train.learning_rate=1e6",
-                 "--set", "train.clip_norm=0", "--out", "run", cwd=tmp_path, check=False)
+    result = jab(
+        "train",
+        *TINY,
+        "--steps",
+        "300",
+        "--set",
+        "train.learning_rate=1e6",
+        "--set",
+        "train.clip_norm=0",
+        "--out",
+        "run",
+        cwd=tmp_path,
+        check=False,
+    )
     assert result.returncode == 2
     assert "non-finite" in result.stderr and "learning_rate" in result.stderr
+
+
+def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
+    code, _, _ = interrupt_after(
+        ["train", *LONG, "--out", "run"], tmp_path, Path("run"), 5, signal.SIGKILL
+    )
+    assert code == -signal.SIGKILL
+    jab("eval", "--run", "run", "--samples", "50", cwd=tmp_path)
+    result = jab("train", "--resume", "run", cwd=tmp_path)
+    assert "Resuming run from step" in " ".join(result.stdout.split())
