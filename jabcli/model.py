@@ -70,7 +70,7 @@ class MultiHeadAttention(hk.Module):
         values: jax.Array,
         mask: jax.Array,
     ) -> tuple[jax.Array, jax.Array]:
-        """[B, Tq, D] attending to keys/values [B, Tk, H, K] -> [B, Tq, D], weights [B, H, Tq, Tk]."""
+        """[B, Tq, D] over keys/values [B, Tk, H, K] -> [B, Tq, D], weights [B, H, Tq, Tk]"""
         batch, query_len, _ = query_inputs.shape
         queries = self.query_proj(query_inputs).reshape(
             batch, query_len, self.num_heads, self.key_size
