@@ -6,6 +6,7 @@ Everything is validated here, before anything is written to disk.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -40,16 +41,16 @@ class ModelConfig:
 @dataclass
 class TrainConfig:
     batch_size: int = 64
-    steps: int = 5000
-    learning_rate: float = 1e-3
+    steps: int = 2000
+    learning_rate: float = 3e-3
     warmup_steps: int = 200
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     seed: int = 0
     log_every: int = 50
-    eval_every: int = 250
+    eval_every: int = 200
     eval_samples: int = 512
-    target_seq_acc: float = 0.99
+    target_seq_acc: float = 0.995
     keep_checkpoints: int = 3
 
 
@@ -87,6 +88,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise JabError(f"config file {str(path)!r} does not exist")
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise JabError(f"{path} is not a YAML text file") from None
+    except OSError as err:
+        raise JabError(f"could not read {path}: {err.strerror}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
@@ -234,6 +239,13 @@ def validate(config: Config) -> None:
             f"task.max_len {t.max_len} needs {longest} positions; the model takes at "
             f"most {MAX_POSITIONS}"
         )
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            value = getattr(getattr(config, section), f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise JabError(f"{section}.{f.name} must be a finite number, got {value}")
+    if tr.seed >= 2**32:
+        raise JabError(f"train.seed must be below 2**32, got {tr.seed}")
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
     if m.d_model % m.num_heads:

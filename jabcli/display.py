@@ -18,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 console = Console()
-err_console = Console(stderr=True)
 
 SHADES = " ░▒▓█"
 
@@ -195,7 +194,7 @@ def shade(weight: float) -> Text:
 
 def legend() -> Text:
     text = Text("weight: ")
-    for i, ch in enumerate(SHADES):
+    for i in range(len(SHADES)):
         low = i / (len(SHADES) - 1)
         text.append_text(shade(low))
         text.append(f" {low:.2f}  ")

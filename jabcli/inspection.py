@@ -68,8 +68,11 @@ def evaluate_run(
 
     if samples <= 0:
         raise JabError(f"--samples must be positive, got {samples}")
+    if not 0 <= seed < 2**32:
+        raise JabError(f"--seed must be between 0 and 2**32 - 1, got {seed}")
     t = loaded.cfg.task
-    min_len, max_len = min_len or t.min_len, max_len or t.max_len
+    min_len = t.min_len if min_len is None else min_len
+    max_len = t.max_len if max_len is None else max_len
     check_lengths(loaded, min_len, max_len)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
     result = evaluate(loaded.setup, loaded.params, key, samples, min_len, max_len)

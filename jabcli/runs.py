@@ -45,10 +45,12 @@ def atomic_write(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as err:
+    except BaseException as err:  # also a second Ctrl-C: never leave the temporary behind
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise JabError(f"could not write {path}: {describe(err)}") from None
+        if isinstance(err, OSError):
+            raise JabError(f"could not write {path}: {describe(err)}") from None
+        raise
 
 
 def describe(err: OSError) -> str:
@@ -64,20 +66,27 @@ def sha256(data: bytes) -> str:
 
 
 def new_run_dir(task: str) -> Path:
+    """Claim a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = RUNS_DIR / f"{task}-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = RUNS_DIR / f"{task}-{stamp}-{n}"
-    return path
+    for n in range(1, 1000):
+        path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise JabError(f"could not create run folder {path}: {describe(err)}") from None
+    raise JabError(f"could not find a free run folder name under {RUNS_DIR}")
 
 
 def latest_run(root: Path = RUNS_DIR) -> Path:
-    runs = [p for p in root.glob("*/config.yaml")] if root.is_dir() else []
-    if not runs:
+    """The most recently started run under `root`, preferring runs that have a checkpoint."""
+    configs = list(root.glob("*/config.yaml")) if root.is_dir() else []
+    if not configs:
         raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
-    return max(runs, key=lambda p: p.stat().st_mtime).parent
+    with_checkpoint = [p for p in configs if (p.parent / "checkpoints/manifest.json").exists()]
+    return max(with_checkpoint or configs, key=lambda p: p.stat().st_mtime).parent
 
 
 class Run:
@@ -88,7 +97,8 @@ class Run:
         self.checkpoints = self.path / "checkpoints"
 
     @classmethod
-    def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> "Run":
+    def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> Run:
+        """A new run folder holding its config (the folder may exist, empty)."""
         run = cls(path)
         try:
             run.checkpoints.mkdir(parents=True, exist_ok=True)
@@ -111,8 +121,10 @@ class Run:
     def load_config(self) -> tuple[Config, Tokenizer]:
         try:
             data = yaml.safe_load((self.path / "config.yaml").read_text())
-        except yaml.YAMLError:
+        except (yaml.YAMLError, UnicodeDecodeError):
             raise JabError(f"{self.path}/config.yaml is not valid YAML") from None
+        except OSError as err:
+            raise JabError(f"could not read {self.path}/config.yaml: {describe(err)}") from None
         if not isinstance(data, dict):
             raise JabError(f"{self.path}/config.yaml is not a jab run config")
         if data.pop("format", None) != FORMAT:
@@ -160,9 +172,17 @@ class Run:
         if not path.exists():
             return {"format": FORMAT, "checkpoints": []}
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
+            manifest = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise JabError(f"{path} is corrupted (not valid JSON)") from None
+        except OSError as err:
+            raise JabError(f"could not read {path}: {describe(err)}") from None
+        entries = manifest.get("checkpoints") if isinstance(manifest, dict) else None
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and {"file", "step", "sha256"} <= e.keys() for e in entries
+        ):
+            raise JabError(f"{path} is corrupted (unexpected contents)")
+        return manifest
 
     def save_checkpoint(
         self, arrays: dict[str, np.ndarray], step: int, eval_seq_acc: float | None, keep: int
@@ -178,11 +198,9 @@ class Run:
             {"file": name, "step": step, "sha256": sha256(data), "eval_seq_acc": eval_seq_acc}
         )
         entries.sort(key=lambda e: e["step"])
-        scored = [e for e in entries if e["eval_seq_acc"] is not None]
-        best = max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
+        best = best_file(entries)
         kept = [e for e in entries if e in entries[-keep:] or e["file"] == best]
-        manifest.update(checkpoints=kept, best=best)
-        atomic_write(self.checkpoints / "manifest.json", json.dumps(manifest, indent=1).encode())
+        self._write_manifest(manifest, kept)
         for e in entries:
             if e not in kept:
                 with contextlib.suppress(OSError):
@@ -204,6 +222,21 @@ class Run:
             steps = ", ".join(str(e["step"]) for e in entries)
             raise JabError(f"{self.path} has no checkpoint at step {which}; it has: {steps}")
         raise JabError(f"--checkpoint takes best, latest or a step number, got {which!r}")
+
+    def _write_manifest(self, manifest: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        manifest.update(checkpoints=entries, best=best_file(entries))
+        atomic_write(self.checkpoints / "manifest.json", json.dumps(manifest, indent=1).encode())
+
+    def forget_after(self, step: int) -> None:
+        """Drop checkpoints newer than `step` (a resume that fell back past broken ones)."""
+        manifest = self.manifest()
+        newer = [e for e in manifest["checkpoints"] if e["step"] > step]
+        if not newer:
+            return
+        self._write_manifest(manifest, [e for e in manifest["checkpoints"] if e["step"] <= step])
+        for e in newer:
+            with contextlib.suppress(OSError):
+                (self.checkpoints / e["file"]).unlink()
 
     def newest_valid_checkpoint(self, warn) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The newest checkpoint that passes its checksum, warning about each one skipped."""
@@ -257,6 +290,12 @@ class Run:
         finally:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def best_file(entries: list[dict[str, Any]]) -> str | None:
+    """The checkpoint with the highest held-out exact match (the newest among equals)."""
+    scored = [e for e in entries if e.get("eval_seq_acc") is not None]
+    return max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
 
 
 def pid_alive(pid: int) -> bool:

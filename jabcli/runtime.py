@@ -12,12 +12,8 @@ def cache_dir() -> Path:
 
 
 def configure(no_cache: bool = False) -> None:
-    """Join a multi-host job when JAB_DISTRIBUTED=1; turn on the persistent compilation
-    cache unless --no-cache or JAB_NO_CACHE=1."""
+    """Turn on JAX's persistent compilation cache unless --no-cache or JAB_NO_CACHE=1."""
     import jax
-
-    if os.environ.get("JAB_DISTRIBUTED", "") not in ("", "0"):
-        jax.distributed.initialize()
 
     if no_cache or os.environ.get("JAB_NO_CACHE", "") not in ("", "0"):
         return

@@ -32,9 +32,6 @@ class Tokenizer:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tokenizer) and self.tokens == other.tokens
 
-    def id(self, char: str) -> int:
-        return self._ids[char]
-
     def ids(self, chars: Iterable[str]) -> list[int]:
         return [self._ids[c] for c in chars]
 

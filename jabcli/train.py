@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -96,16 +97,16 @@ class Setup:
             symbol_ids=np.asarray(tokenizer.ids(cfg.task.alphabet), np.int32),
         )
 
-    @property
+    @cached_property
     def mesh(self) -> Mesh:
-        """All local devices on one data-parallel axis; the batch is split along it."""
+        """Every device JAX sees, on one data-parallel axis; the batch is split along it."""
         return Mesh(np.asarray(jax.devices()), ("data",))
 
-    @property
+    @cached_property
     def batch_sharding(self) -> NamedSharding:
         return NamedSharding(self.mesh, P("data"))
 
-    @property
+    @cached_property
     def replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, P())
 
@@ -125,8 +126,8 @@ class Setup:
         return self.task.sample(
             key,
             batch_size,
-            min_len or t.min_len,
-            max_len or t.max_len,
+            t.min_len if min_len is None else min_len,
+            t.max_len if max_len is None else max_len,
             jnp.asarray(self.symbol_ids),
         )
 
@@ -144,7 +145,7 @@ class Setup:
         logits, _ = self.fns.forward(params, key, batch.src, batch.tgt_in, is_training=True)
         return cross_entropy(logits, batch.tgt_out)
 
-    def update(self, state: TrainingState, _=None) -> tuple[TrainingState, dict]:
+    def update(self, state: TrainingState) -> tuple[TrainingState, dict]:
         """One optimizer step on a batch drawn from (rng, step)."""
         batch = self.sample(
             step_key(state.rng, TRAIN_STREAM, state.step), self.cfg.train.batch_size
@@ -166,7 +167,8 @@ class Setup:
         state, metrics = jax.lax.scan(body, state, jnp.arange(self.cfg.train.log_every))
         valid = jnp.arange(self.cfg.train.log_every) < num_steps
         mean = {k: jnp.sum(jnp.where(valid, v, 0)) / num_steps for k, v in metrics.items()}
-        mean["finite"] = jnp.all(jnp.isfinite(jnp.where(valid, metrics["loss"], 0)))
+        finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(metrics["grad_norm"])
+        mean["finite"] = jnp.all(finite | ~valid)
         return state, mean
 
     def _skip(self, state: TrainingState):
@@ -183,8 +185,8 @@ def evaluate(
     max_len: int | None = None,
 ) -> dict:
     """Greedy-decode `samples` held-out sources; accuracies overall and per source length."""
-    min_len = min_len or setup.cfg.task.min_len
-    max_len = max_len or setup.cfg.task.max_len
+    min_len = setup.cfg.task.min_len if min_len is None else min_len
+    max_len = setup.cfg.task.max_len if max_len is None else max_len
     batch = setup.sample(key, samples, min_len, max_len)
     max_out = setup.task.target_length(max_len) + 1
     predicted = np.asarray(greedy_decode(setup.fns, params, batch.src, max_out))
@@ -268,7 +270,7 @@ class Trainer:
             record = {
                 "step": step,
                 **{k: float(v) for k, v in metrics.items()},
-                "lr": float(learning_rate_schedule(self.setup.cfg)(step)),
+                "lr": float(learning_rate_schedule(self.setup.cfg)(step - 1)),  # last one applied
                 "steps_per_sec": n / (time.perf_counter() - tic),
                 "elapsed_s": time.perf_counter() - start,
             }

@@ -122,6 +122,7 @@ def test_a_diverging_loss_stops_with_the_step_and_a_hint(tmp_path):
     )
     assert result.returncode == 2
     assert "non-finite" in result.stderr and "learning_rate" in result.stderr
+    assert not (tmp_path / "run").exists()  # it diverged before its first checkpoint
 
 
 def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
