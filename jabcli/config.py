@@ -233,7 +233,7 @@ def validate(config: Config) -> None:
     }.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")
-    longest = max(t.max_len, get_task(t.name).target_length(t.max_len)) + 1
+    longest = get_task(t.name).positions_needed(t.max_len)
     if longest > MAX_POSITIONS:
         raise JabError(
             f"task.max_len {t.max_len} needs {longest} positions; the model takes at "

@@ -51,7 +51,7 @@ def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
         raise JabError(
             f"lengths must satisfy 1 <= --min-len <= --max-len, got {min_len} and {max_len}"
         )
-    longest = max(max_len, loaded.setup.task.target_length(max_len)) + 1
+    longest = loaded.setup.task.positions_needed(max_len)
     if longest > MAX_POSITIONS:
         raise JabError(
             f"the model takes sequences of at most {MAX_POSITIONS} positions; "
@@ -95,7 +95,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
             raise JabError("an input is empty; give at least one symbol")
         rows.append(loaded.tokenizer.encode(text, loaded.cfg.task.alphabet))
     longest = max(map(len, rows))
-    if max(longest, loaded.setup.task.target_length(longest)) + 1 > MAX_POSITIONS:
+    if loaded.setup.task.positions_needed(longest) > MAX_POSITIONS:
         raise JabError(
             f"an input of length {longest} is longer than the model can take "
             f"({MAX_POSITIONS - 1} symbols at most)"

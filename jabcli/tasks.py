@@ -45,6 +45,11 @@ class Task:
         """The longest target for sources of up to `max_len` symbols."""
         return max_len
 
+    def positions_needed(self, max_len: int) -> int:
+        """Model positions that sources of up to `max_len` symbols need: the longer of
+        source + <eos> and target + <eos>."""
+        return max(max_len, self.target_length(max_len)) + 1
+
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
         raise NotImplementedError
