@@ -68,6 +68,10 @@ def tasks_command(
         table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
     console.print(table)
     console.print("Train one with: jab train --task NAME")
+    console.print(
+        "Or on your own pairs: jab train --task file:PATH "
+        '(a .tsv of input<TAB>output lines, or .jsonl of {"input": ..., "output": ...})'
+    )
 
 
 @app.command()
@@ -118,10 +122,33 @@ def train(
     session.start(cfg, out, no_cache)
 
 
+LengthsOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--lengths",
+        help="Evaluate --samples inputs at every length in A-B (e.g. 1-64), "
+        "including lengths beyond training.",
+        metavar="A-B",
+    ),
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the held-out sample.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+]
+SAMPLES_PER_LENGTH = 200
+
+
 @app.command("eval")
 def eval_command(
     run: RunOption = None,
-    samples: Annotated[int, typer.Option("--samples", help="Held-out sequences to decode.")] = 1000,
+    samples: Annotated[
+        Optional[int],
+        typer.Option(
+            "--samples",
+            help="Held-out inputs to decode (default 1000; per length with --lengths: 200).",
+        ),
+    ] = None,
+    lengths: LengthsOption = None,
     min_len: Annotated[
         Optional[int], typer.Option("--min-len", help="Shortest input (default: the run's).")
     ] = None,
@@ -129,18 +156,24 @@ def eval_command(
         Optional[int], typer.Option("--max-len", help="Longest input (default: the run's).")
     ] = None,
     checkpoint: CheckpointOption = "latest",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the held-out sample.")] = 1,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
-    ] = False,
+    seed: SeedOption = 1,
+    as_json: JsonOption = False,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
     from jabcli import inspection
     from jabcli.display import console, eval_report
 
+    if lengths is not None and (min_len is not None or max_len is not None):
+        raise JabError("give either --lengths A-B or --min-len/--max-len, not both")
+    each_length = lengths is not None
+    if each_length:
+        min_len, max_len = inspection.parse_lengths(lengths)
+        samples = SAMPLES_PER_LENGTH if samples is None else samples
     loaded = inspection.load(run, checkpoint, no_cache)
-    result = inspection.evaluate_run(loaded, samples, min_len, max_len, seed)
+    result = inspection.evaluate_run(
+        loaded, 1000 if samples is None else samples, min_len, max_len, seed, each_length
+    )
     if as_json:
         print(
             json.dumps(
@@ -151,6 +184,48 @@ def eval_command(
         return
     t = loaded.cfg.task
     console.print(eval_report(result, str(loaded.run.path), (t.min_len, t.max_len)))
+
+
+@app.command()
+def compare(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more run folders.")],
+    lengths: Annotated[
+        Optional[str],
+        typer.Option(
+            "--lengths",
+            help="Lengths to compare at, A-B (default: from the shortest training length "
+            "to twice the longest).",
+            metavar="A-B",
+        ),
+    ] = None,
+    samples: Annotated[
+        int, typer.Option("--samples", help="Held-out inputs per length and run.")
+    ] = SAMPLES_PER_LENGTH,
+    checkpoint: CheckpointOption = "latest",
+    seed: SeedOption = 1,
+    as_json: JsonOption = False,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Put several runs' accuracy at each input length side by side."""
+    from jabcli import inspection
+    from jabcli.display import comparison, console
+
+    if len(runs) < 2:
+        raise JabError("compare takes two or more run folders")
+    bounds = inspection.parse_lengths(lengths) if lengths is not None else None
+    loaded = [inspection.load(run, checkpoint, no_cache) for run in runs]
+    if bounds is None:
+        bounds = (
+            min(one.cfg.task.min_len for one in loaded),
+            2 * max(one.cfg.task.max_len for one in loaded),
+        )
+    results = [
+        inspection.evaluate_run(one, samples, *bounds, seed, each_length=True) for one in loaded
+    ]
+    if as_json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "examples"} for r in results]))
+        return
+    console.print(comparison(results))
 
 
 @app.command()

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from jabcli.errors import JabError
-from jabcli.tasks import TASKS, get_task, suggest
+from jabcli.tasks import FILE_PREFIX, TASKS, Task, get_task, make_task, suggest
 from jabcli.tokenizer import DATA_CHARS
 
 
@@ -25,6 +25,9 @@ class TaskConfig:
     min_len: int = 1
     max_len: int = 16
     alphabet: str = "0123456789"
+    shift: int = 1  # shift: how far to rotate
+    reverse_answer: bool = False  # addition: write the sum least significant digit first
+    held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
 
 
 @dataclass
@@ -36,6 +39,8 @@ class ModelConfig:
     dropout: float = 0.0
     norm: str = "post"
     activation: str = "relu"
+    pos_encoding: str = "sinusoidal"
+    max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
 
 
 @dataclass
@@ -64,10 +69,12 @@ class Config:
         return dataclasses.asdict(self)
 
 
-MAX_POSITIONS = 1024  # longest sequence (source + <eos>, or target + <eos>) the model takes
-
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
-CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
+CHOICES = {
+    "model.norm": ("post", "pre"),
+    "model.activation": ("relu", "gelu"),
+    "model.pos_encoding": ("sinusoidal", "learned", "rope", "alibi", "randomized"),
+}
 
 
 def preset_names() -> list[str]:
@@ -178,7 +185,9 @@ def resolve(
     """Defaults <- task preset (or task YAML file) <- --config <- --set <- --steps/--seed."""
     config = Config()
     if task is not None:
-        if task.endswith((".yaml", ".yml")) or "/" in task:
+        if task.startswith(FILE_PREFIX):
+            apply(config, file_preset(task), task)
+        elif task.endswith((".yaml", ".yml")) or "/" in task:
             apply(config, read_yaml(Path(task)), task)
         else:
             apply(config, preset(task), f"preset {task}")
@@ -197,6 +206,12 @@ def resolve(
     return config
 
 
+def file_preset(name: str) -> dict[str, Any]:
+    """A data file's own defaults: its input alphabet and its range of input lengths."""
+    task = make_task(TaskConfig(name=name))
+    return {"task": {"name": name, **task.preset()}}
+
+
 def from_dict(data: dict[str, Any], source: str) -> Config:
     config = Config()
     apply(config, data, source)
@@ -205,8 +220,10 @@ def from_dict(data: dict[str, Any], source: str) -> Config:
 
 
 def validate(config: Config) -> None:
-    get_task(config.task.name)
     t, m, tr = config.task, config.model, config.train
+    if not 0.0 < t.held_out < 1.0:
+        raise JabError(f"task.held_out must be between 0 and 1, got {t.held_out}")
+    task = make_task(t)
     positive = {
         "task.min_len": t.min_len,
         "task.max_len": t.max_len,
@@ -214,6 +231,7 @@ def validate(config: Config) -> None:
         "model.num_heads": m.num_heads,
         "model.num_layers": m.num_layers,
         "model.d_ff": m.d_ff,
+        "model.max_positions": m.max_positions,
         "train.batch_size": tr.batch_size,
         "train.steps": tr.steps,
         "train.log_every": tr.log_every,
@@ -233,12 +251,7 @@ def validate(config: Config) -> None:
     }.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")
-    longest = get_task(t.name).positions_needed(t.max_len)
-    if longest > MAX_POSITIONS:
-        raise JabError(
-            f"task.max_len {t.max_len} needs {longest} positions; the model takes at "
-            f"most {MAX_POSITIONS}"
-        )
+    check_positions(task, m, t.max_len, f"task.max_len {t.max_len}")
     for section, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
             value = getattr(getattr(config, section), f.name)
@@ -246,6 +259,8 @@ def validate(config: Config) -> None:
                 raise JabError(f"{section}.{f.name} must be a finite number, got {value}")
     if tr.seed >= 2**32:
         raise JabError(f"train.seed must be below 2**32, got {tr.seed}")
+    if t.min_len < task.min_length:
+        raise JabError(f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}")
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
     if m.d_model % m.num_heads:
@@ -261,6 +276,11 @@ def validate(config: Config) -> None:
         value = getattr(getattr(config, section), name)
         if value not in allowed:
             raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if task.fixed_alphabet and t.alphabet != task.alphabet:
+        raise JabError(
+            f"task {t.name} always uses the alphabet {task.alphabet!r}; "
+            f"task.alphabet cannot change it (got {t.alphabet!r})"
+        )
     if not t.alphabet:
         raise JabError("task.alphabet must not be empty")
     outside = sorted(set(t.alphabet) - set(DATA_CHARS))
@@ -271,3 +291,13 @@ def validate(config: Config) -> None:
         )
     if len(set(t.alphabet)) != len(t.alphabet):
         raise JabError(f"task.alphabet repeats characters: {t.alphabet!r}")
+
+
+def check_positions(task: Task, model: ModelConfig, max_len: int, what: str) -> None:
+    """Sources of up to `max_len` symbols must fit in the model's positions."""
+    needed = task.positions_needed(max_len)
+    if needed > model.max_positions:
+        raise JabError(
+            f"{what} needs {needed} positions, but the model takes at most "
+            f"model.max_positions = {model.max_positions} ({model.pos_encoding} encoding)"
+        )

@@ -3,7 +3,8 @@
 `greedy_decode` feeds one token at a time through the decoder with a key/value cache
 (the encoder's keys and values are computed once per sequence); `greedy_decode_full`
 reruns the whole decoder at every step and is kept as the reference it is tested
-and benchmarked against.
+and benchmarked against. `key` draws the positions of a `randomized` encoding (the
+other encodings ignore it); the same key gives the same positions in both.
 """
 
 from __future__ import annotations
@@ -23,11 +24,19 @@ def _finish(tokens: jax.Array) -> jax.Array:
     return jnp.where(after_eos, PAD_ID, tokens)
 
 
+def draw_positions(fns: ModelFns, key: jax.Array, src: jax.Array, max_out: int):
+    """The positions the model reads for a source [B, S] and a target [B, max_out]."""
+    src_key, tgt_key = jax.random.split(key)
+    batch = src.shape[0]
+    return fns.positions(src_key, batch, src.shape[1]), fns.positions(tgt_key, batch, max_out)
+
+
 @partial(jax.jit, static_argnames=("fns", "max_out"))
-def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int) -> jax.Array:
+def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int, key: jax.Array) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch = src.shape[0]
-    memory = fns.encode(params, None, src)
+    src_positions, tgt_positions = draw_positions(fns, key, src, max_out)
+    memory = fns.encode(params, None, src, src_positions)
     cache = fns.init_cache(params, None, memory, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
 
@@ -37,7 +46,7 @@ def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int) -> jax.Ar
 
     def step(carry):
         position, token, out, cache = carry
-        logits, cache = fns.decode_step(params, None, token, position, cache, src)
+        logits, cache = fns.decode_step(params, None, token, position, cache, src, tgt_positions)
         token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
         out = jax.lax.dynamic_update_slice_in_dim(out, token[:, None], position, axis=1)
         return position + 1, token, out, cache
@@ -48,9 +57,12 @@ def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int) -> jax.Ar
 
 
 @partial(jax.jit, static_argnames=("fns", "max_out"))
-def greedy_decode_full(fns: ModelFns, params, src: jax.Array, max_out: int) -> jax.Array:
+def greedy_decode_full(
+    fns: ModelFns, params, src: jax.Array, max_out: int, key: jax.Array
+) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
     batch = src.shape[0]
+    src_positions, tgt_positions = draw_positions(fns, key, src, max_out)
     tgt_in = jnp.full((batch, max_out), PAD_ID, jnp.int32).at[:, 0].set(BOS_ID)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
 
@@ -60,7 +72,9 @@ def greedy_decode_full(fns: ModelFns, params, src: jax.Array, max_out: int) -> j
 
     def step(carry):
         position, tgt_in, out = carry
-        logits, _ = fns.forward(params, None, src, tgt_in)
+        logits, _ = fns.forward(
+            params, None, src, tgt_in, src_positions=src_positions, tgt_positions=tgt_positions
+        )
         token = jnp.argmax(logits[:, position], axis=-1).astype(jnp.int32)
         out = out.at[:, position].set(token)
         tgt_in = jax.lax.dynamic_update_slice_in_dim(

@@ -5,6 +5,7 @@ heatmap cells use block characters whose density follows the weight.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -103,9 +104,14 @@ def examples_table(
     table.add_column("expected")
     table.add_column("", justify="center")
     for e in ordered:
-        mark = Text("✓ right", style="green") if e["correct"] else Text("✗ wrong", style="red")
-        table.add_row(e["input"], e["output"], e["expected"], mark)
+        table.add_row(e["input"], e["output"], e["expected"], verdict(e["correct"]))
     return table
+
+
+def verdict(correct: bool | None) -> Text:
+    if correct is None:
+        return Text("? no reference", style="dim")
+    return Text("✓ right", style="green") if correct else Text("✗ wrong", style="red")
 
 
 def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
@@ -140,22 +146,10 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
     head.add_row("samples", str(result["samples"]))
     head.add_row("token accuracy", percent(result["token_acc"]))
     head.add_row("exact match", percent(result["seq_acc"]))
-    lengths = Table(title="By input length", box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("length", "samples", "token acc", "exact match", ""):
-        lengths.add_column(column, justify="right" if column else "left")
-    low, high = train_range
-    for length, row in sorted(result["per_length"].items()):
-        bar = "█" * round(20 * row["seq_acc"])
-        trained = "" if low <= length <= high else " (beyond training)"
-        lengths.add_row(
-            str(length),
-            str(row["samples"]),
-            percent(row["token_acc"]),
-            percent(row["seq_acc"]),
-            bar + trained,
-        )
+    parts: list[Any] = [head, length_table(result["per_length"], train_range)]
+    if len(result["per_length"]) > 1:
+        parts.append(length_chart(result["per_length"], train_range))
     mistakes = [e for e in result["examples"] if not e["correct"]]
-    parts: list[Any] = [head, lengths]
     if mistakes:
         parts.append(examples_table(mistakes, limit=5, title="Some mistakes"))
     else:
@@ -163,13 +157,113 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
     return Group(*parts)
 
 
+def in_range(length: int, train_range: tuple[int, int]) -> bool:
+    return train_range[0] <= length <= train_range[1]
+
+
+def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, int]) -> Table:
+    """Accuracy at each input length, with a bar per row; lengths trained on are marked."""
+    low, high = train_range
+    table = Table(
+        title=f"By input length (trained on {low}-{high})",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    for column in ("length", "samples", "token acc", "exact match", ""):
+        table.add_column(column, justify="right" if column else "left")
+    for length, row in sorted(per_length.items()):
+        trained = in_range(length, train_range)
+        bar = Text("█" * round(20 * row["seq_acc"]), style="green" if trained else "yellow")
+        bar.append("" if trained else "  beyond training", style="dim")
+        table.add_row(
+            str(length),
+            str(row["samples"]),
+            percent(row["token_acc"]),
+            percent(row["seq_acc"]),
+            bar,
+        )
+    return table
+
+
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def length_chart(
+    per_length: dict[int, dict[str, Any]],
+    train_range: tuple[int, int],
+    title: str = "Exact match by input length",
+    height: int = 8,
+) -> Group:
+    """A column per length, as tall as its exact match; lengths trained on are green."""
+    lengths = sorted(per_length)
+    width = max(1, min(3, 64 // len(lengths)))  # characters per column
+    margin = "     "
+    rows = []
+    for level in range(height, 0, -1):
+        row = Text("100% " if level == height else margin, style="dim")
+        for length in lengths:
+            eighths = round(8 * height * per_length[length]["seq_acc"]) - 8 * (level - 1)
+            cell = EIGHTHS[max(0, min(8, eighths))] * width
+            row.append(cell, style="green" if in_range(length, train_range) else "yellow")
+        rows.append(row)
+    axis = Text("  0% ", style="dim")
+    ticks = [" "] * (width * len(lengths))
+    for i, length in enumerate(lengths):
+        trained = in_range(length, train_range)
+        axis.append(("━" if trained else "─") * width, style="green" if trained else "yellow")
+        label, at = str(length), i * width
+        wanted = i in (0, len(lengths) - 1) or length % (4 if width > 1 else 8) == 0
+        free = at + len(label) <= len(ticks) and all(
+            t == " " for t in ticks[max(0, at - 1) : at + len(label) + 1]
+        )
+        if wanted and free:
+            ticks[at : at + len(label)] = list(label)
+    low, high = train_range
+    legend = Text(margin)
+    legend.append("━━ trained on", style="green")
+    legend.append(f" lengths {low}-{high}   ")
+    legend.append("── beyond training", style="yellow")
+    return Group(
+        Text(title, style="bold"), *rows, axis, Text(margin + "".join(ticks), style="dim"), legend
+    )
+
+
+def comparison(results: list[dict[str, Any]]) -> Group:
+    """Several runs' exact match side by side, one row per length, then each run's chart."""
+    table = Table(
+        title="Exact match by input length (* = a length the run trained on)",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+    )
+    table.add_column("length", justify="right")
+    for r in results:
+        low, high = r["train_lengths"]
+        name = Path(r["run"]).name
+        table.add_column(f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}", justify="right")
+    lengths = sorted({n for r in results for n in r["per_length"]})
+    for length in lengths:
+        cells = []
+        for r in results:
+            row = r["per_length"].get(length)
+            if row is None:
+                cells.append("-")
+                continue
+            mark = "*" if in_range(length, tuple(r["train_lengths"])) else " "
+            cells.append(f"{percent(row['seq_acc'])}{mark}")
+        table.add_row(str(length), *cells)
+    charts = [
+        length_chart(r["per_length"], tuple(r["train_lengths"]), title=Path(r["run"]).name)
+        for r in results
+    ]
+    return Group(table, *charts)
+
+
 def predictions(rows: list[dict[str, Any]]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("input", "prediction", "reference", ""):
         table.add_column(column)
     for r in rows:
-        mark = Text("✓ right", style="green") if r["correct"] else Text("✗ wrong", style="red")
-        table.add_row(r["input"], r["output"], r["expected"], mark)
+        table.add_row(r["input"], r["output"], r["expected"] or "-", verdict(r["correct"]))
     return table
 
 

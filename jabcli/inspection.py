@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 
 from jabcli import runtime
-from jabcli.config import MAX_POSITIONS, Config
+from jabcli.config import Config, check_positions
 from jabcli.errors import JabError
 from jabcli.runs import Run, atomic_write
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, clean
 
 EVAL_SEED_STREAM = 3  # `jab eval` draws from its own stream, apart from training's
+DECODE_KEY = 0  # `jab predict` and `jab show-attention` decode with fixed positions' key
 
 
 @dataclass
@@ -46,22 +47,33 @@ def load(path: Path | None, checkpoint: str = "latest", no_cache: bool = False) 
     return Loaded(run, cfg, tokenizer, setup, state.params, entry["step"])
 
 
+def parse_lengths(text: str) -> tuple[int, int]:
+    """`--lengths 1-64` -> (1, 64); `--lengths 17` -> (17, 17)."""
+    low, dash, high = text.partition("-")
+    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
+        raise JabError(f"--lengths takes a range like 1-64 (or one length like 17), got {text!r}")
+    return int(low), int(high if dash else low)
+
+
 def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
-    if min_len <= 0 or min_len > max_len:
+    task = loaded.setup.task
+    if min_len < task.min_length or min_len > max_len:
         raise JabError(
-            f"lengths must satisfy 1 <= --min-len <= --max-len, got {min_len} and {max_len}"
+            f"lengths must satisfy {task.min_length} <= shortest <= longest for task "
+            f"{loaded.cfg.task.name}, got {min_len} and {max_len}"
         )
-    longest = loaded.setup.task.positions_needed(max_len)
-    if longest > MAX_POSITIONS:
-        raise JabError(
-            f"the model takes sequences of at most {MAX_POSITIONS} positions; "
-            f"inputs of length {max_len} need {longest}"
-        )
+    check_positions(task, loaded.cfg.model, max_len, f"length {max_len}")
 
 
 def evaluate_run(
-    loaded: Loaded, samples: int, min_len: int | None, max_len: int | None, seed: int
+    loaded: Loaded,
+    samples: int,
+    min_len: int | None,
+    max_len: int | None,
+    seed: int,
+    each_length: bool = False,
 ) -> dict[str, Any]:
+    """Held-out accuracy of a run; with `each_length`, `samples` at every length."""
     import jax
 
     from jabcli.train import evaluate
@@ -75,10 +87,17 @@ def evaluate_run(
     max_len = t.max_len if max_len is None else max_len
     check_lengths(loaded, min_len, max_len)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
-    result = evaluate(loaded.setup, loaded.params, key, samples, min_len, max_len)
+    result = evaluate(loaded.setup, loaded.params, key, samples, min_len, max_len, each_length)
+    if result["samples"] == 0:
+        raise JabError(
+            f"{loaded.setup.task.path} has no held-out pairs with input lengths {min_len}-{max_len}"
+        )
     return {
         "run": str(loaded.run.path),
         "step": loaded.step,
+        "task": t.name,
+        "pos_encoding": loaded.cfg.model.pos_encoding,
+        "train_lengths": [t.min_len, t.max_len],
         "min_len": min_len,
         "max_len": max_len,
         **result,
@@ -94,12 +113,9 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
         if not clean(text):
             raise JabError("an input is empty; give at least one symbol")
         rows.append(loaded.tokenizer.encode(text, loaded.cfg.task.alphabet))
+        loaded.setup.task.check_input(clean(text))
     longest = max(map(len, rows))
-    if loaded.setup.task.positions_needed(longest) > MAX_POSITIONS:
-        raise JabError(
-            f"an input of length {longest} is longer than the model can take "
-            f"({MAX_POSITIONS - 1} symbols at most)"
-        )
+    check_positions(loaded.setup.task, loaded.cfg.model, longest, f"an input of length {longest}")
     batch = np.full((len(rows), longest + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
@@ -107,10 +123,13 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
 
 
 def decode_batch(loaded: Loaded, src: np.ndarray) -> np.ndarray:
+    import jax
+
     from jabcli.decode import greedy_decode
 
     max_out = loaded.setup.task.target_length(src.shape[1] - 1) + 1
-    return np.asarray(greedy_decode(loaded.setup.fns, loaded.params, src, max_out))
+    key = jax.random.PRNGKey(DECODE_KEY)
+    return np.asarray(greedy_decode(loaded.setup.fns, loaded.params, src, max_out, key))
 
 
 def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
@@ -125,7 +144,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
                 "input": clean(text),
                 "output": answer,
                 "expected": expected,
-                "correct": answer == expected,
+                "correct": None if expected is None else answer == expected,
             }
         )
     return rows
@@ -136,18 +155,33 @@ def random_input(loaded: Loaded) -> str:
 
     seed = int.from_bytes(os.urandom(4), "little")
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
-    batch = loaded.setup.sample(key, 1)
+    batch = loaded.setup.sample(key, 1, held_out=True)
     return loaded.tokenizer.decode(np.asarray(batch.src[0]))
 
 
 def attention(loaded: Loaded, text: str, kind: str):
     """Decode `text`; return weights [layers, heads, rows, cols], row and column labels, answer."""
+    import jax
+
+    from jabcli.decode import draw_positions
+
     src = encode_inputs(loaded, [text])
     out = decode_batch(loaded, src)[0]
     ends = np.flatnonzero(out == EOS_ID)
     produced = out[: ends[0] + 1] if ends.size else out
     tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
-    _, weights = loaded.setup.fns.forward(loaded.params, None, src, tgt_in)
+    # The positions decoding used, so the picture shows the computation that answered.
+    src_positions, tgt_positions = draw_positions(
+        loaded.setup.fns, jax.random.PRNGKey(DECODE_KEY), src, len(out)
+    )
+    _, weights = loaded.setup.fns.forward(
+        loaded.params,
+        None,
+        src,
+        tgt_in,
+        src_positions=src_positions,
+        tgt_positions=tgt_positions[:, : tgt_in.shape[1]],
+    )
     tokens = loaded.tokenizer.tokens
     src_labels = [tokens[i] for i in src[0]]
     out_labels = [tokens[i] for i in produced]
@@ -193,7 +227,10 @@ def show_attention(
     else:
         panels = [heatmap(layer_weights[int(head)], rows, cols, f"head {head}")]
     expected = loaded.setup.task.solve(text)
-    verdict = "right" if answer == expected else f"wrong, expected {expected}"
+    if expected is None:
+        verdict = "no reference answer"
+    else:
+        verdict = "right" if answer == expected else f"wrong, expected {expected}"
     title = (
         f"{kind} attention, layer {layer} of {loaded.run.path}: "
         f"input {text} -> output {answer} ({verdict})"

@@ -7,6 +7,7 @@ D = d_model, H = heads, K = D / H.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import haiku as hk
@@ -14,20 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.config import MAX_POSITIONS, ModelConfig
+from jabcli import positions as pos
+from jabcli.config import ModelConfig
 from jabcli.tokenizer import PAD_ID
 
 NEG_INF = -1e9
-
-
-def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
-    """[length, d_model]: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same angle)."""
-    positions = np.arange(length)[:, None]
-    frequencies = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
-    encoding = np.zeros((length, d_model), np.float32)
-    encoding[:, 0::2] = np.sin(positions * frequencies)
-    encoding[:, 1::2] = np.cos(positions * frequencies[: d_model // 2])
-    return encoding
 
 
 def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
@@ -47,21 +39,31 @@ class MultiHeadAttention(hk.Module):
 
     Queries come from one sequence and keys/values from another (or the same); the
     key/value projection is one fused matmul, and `project_kv` is public so that
-    decoding computes the encoder's keys and values once per sequence.
+    decoding computes the encoder's keys and values once per sequence. With
+    `encoding` "rope" or "alibi" the positions [B, T] of queries and keys shape the
+    scores (see positions.py); otherwise they are ignored.
     """
 
-    def __init__(self, num_heads: int, d_model: int, name: str | None = None):
+    def __init__(
+        self, num_heads: int, d_model: int, encoding: str | None = None, name: str | None = None
+    ):
         super().__init__(name=name)
+        self.encoding = encoding
         self.num_heads = num_heads
         self.key_size = d_model // num_heads
         self.query_proj = hk.Linear(d_model, name="query")
         self.kv_proj = hk.Linear(2 * d_model, name="key_value")
         self.out_proj = hk.Linear(d_model, name="output")
 
-    def project_kv(self, inputs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """[B, Tk, D] -> keys, values, each [B, Tk, H, K]."""
+    def project_kv(
+        self, inputs: jax.Array, positions: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """[B, Tk, D] at positions [B, Tk] -> keys, values, each [B, Tk, H, K]."""
         kv = self.kv_proj(inputs).reshape(*inputs.shape[:2], 2, self.num_heads, self.key_size)
-        return kv[:, :, 0], kv[:, :, 1]
+        keys, values = kv[:, :, 0], kv[:, :, 1]
+        if self.encoding == "rope":
+            keys = pos.rope(keys, positions)
+        return keys, values
 
     def __call__(
         self,
@@ -69,13 +71,19 @@ class MultiHeadAttention(hk.Module):
         keys: jax.Array,
         values: jax.Array,
         mask: jax.Array,
+        query_positions: jax.Array | None = None,
+        key_positions: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """[B, Tq, D] over keys/values [B, Tk, H, K] -> [B, Tq, D], weights [B, H, Tq, Tk]"""
         batch, query_len, _ = query_inputs.shape
         queries = self.query_proj(query_inputs).reshape(
             batch, query_len, self.num_heads, self.key_size
         )
+        if self.encoding == "rope":
+            queries = pos.rope(queries, query_positions)
         logits = jnp.einsum("bqhk,bthk->bhqt", queries, keys) / np.sqrt(self.key_size)
+        if self.encoding == "alibi":
+            logits = logits + pos.alibi_bias(query_positions, key_positions, self.num_heads)
         logits = jnp.where(mask, logits, NEG_INF)
         attn_weights = jax.nn.softmax(logits, axis=-1)
         attended = jnp.einsum("bhqt,bthk->bqhk", attn_weights, values)
@@ -112,19 +120,27 @@ class Residual(hk.Module):
         return (x if self.pre else self.norm(x)), *extra
 
 
+def self_attention_encoding(cfg: ModelConfig) -> str | None:
+    """The encoding that acts inside self-attention, if any (rope or alibi)."""
+    return cfg.pos_encoding if cfg.pos_encoding in ("rope", "alibi") else None
+
+
 class EncoderLayer(hk.Module):
     """Self-attention then feed-forward, each wrapped in Add & Norm: [B, S, D] -> [B, S, D]."""
 
     def __init__(self, cfg: ModelConfig, name: str | None = None):
         super().__init__(name=name)
-        self.self_attn = MultiHeadAttention(cfg.num_heads, cfg.d_model, name="self_attention")
+        self.self_attn = MultiHeadAttention(
+            cfg.num_heads, cfg.d_model, self_attention_encoding(cfg), name="self_attention"
+        )
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.attn_block = Residual(cfg, name="attention_residual")
         self.ffn_block = Residual(cfg, name="feed_forward_residual")
 
-    def __call__(self, x, mask, is_training):
+    def __call__(self, x, mask, positions, is_training):
         def attend(h):
-            return self.self_attn(h, *self.self_attn.project_kv(h), mask)
+            keys, values = self.self_attn.project_kv(h, positions)
+            return self.self_attn(h, keys, values, mask, positions, positions)
 
         x, weights = self.attn_block(x, attend, is_training)
         (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
@@ -145,18 +161,22 @@ class DecoderLayer(hk.Module):
 
     def __init__(self, cfg: ModelConfig, name: str | None = None):
         super().__init__(name=name)
-        self.self_attn = MultiHeadAttention(cfg.num_heads, cfg.d_model, name="self_attention")
+        self.self_attn = MultiHeadAttention(
+            cfg.num_heads, cfg.d_model, self_attention_encoding(cfg), name="self_attention"
+        )
         self.cross_attn = MultiHeadAttention(cfg.num_heads, cfg.d_model, name="cross_attention")
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.self_block = Residual(cfg, name="self_attention_residual")
         self.cross_block = Residual(cfg, name="cross_attention_residual")
         self.ffn_block = Residual(cfg, name="feed_forward_residual")
 
-    def __call__(self, x, memory_kv, self_mask, cross_mask, is_training):
-        """x [B, T, D] with the encoder's keys/values -> (x, self weights, cross weights)."""
+    def __call__(self, x, memory_kv, self_mask, cross_mask, positions, is_training):
+        """x [B, T, D] at positions [B, T] with the encoder's keys/values
+        -> (x, self weights, cross weights)."""
 
         def self_attend(h):
-            return self.self_attn(h, *self.self_attn.project_kv(h), self_mask)
+            keys, values = self.self_attn.project_kv(h, positions)
+            return self.self_attn(h, keys, values, self_mask, positions, positions)
 
         x, self_weights = self.self_block(x, self_attend, is_training)
         x, cross_weights = self.cross_block(
@@ -165,17 +185,19 @@ class DecoderLayer(hk.Module):
         (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
         return x, self_weights, cross_weights
 
-    def step(self, x, position, cache: LayerCache, cross_mask):
-        """One new position, x [B, 1, D], reading and extending the cache (no dropout)."""
+    def step(self, x, index, cache: LayerCache, cross_mask, positions):
+        """Target index `index`, x [B, 1, D], reading and extending the cache (no dropout);
+        `positions` [B, T] are the positions of the whole target."""
+        here = jax.lax.dynamic_slice_in_dim(positions, index, 1, axis=1)
 
         def self_attend(h):
-            keys, values = self.self_attn.project_kv(h)
-            self_keys = jax.lax.dynamic_update_slice_in_dim(cache.self_keys, keys, position, axis=1)
+            keys, values = self.self_attn.project_kv(h, here)
+            self_keys = jax.lax.dynamic_update_slice_in_dim(cache.self_keys, keys, index, axis=1)
             self_values = jax.lax.dynamic_update_slice_in_dim(
-                cache.self_values, values, position, axis=1
+                cache.self_values, values, index, axis=1
             )
-            visible = (jnp.arange(self_keys.shape[1]) <= position)[None, None, None, :]
-            out, _ = self.self_attn(h, self_keys, self_values, visible)
+            visible = (jnp.arange(self_keys.shape[1]) <= index)[None, None, None, :]
+            out, _ = self.self_attn(h, self_keys, self_values, visible, here, positions)
             return out, self_keys, self_values
 
         x, self_keys, self_values = self.self_block(x, self_attend, False)
@@ -214,37 +236,53 @@ class Transformer(hk.Module):
         self.decoder_layers = [
             DecoderLayer(cfg, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
+        if cfg.pos_encoding == "learned":
+            self.position_embed = hk.Embed(
+                cfg.max_positions,
+                cfg.d_model,
+                name="position_embed",
+                w_init=hk.initializers.TruncatedNormal(0.5),
+            )
         self.final_norms = [
             hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")
             for side in ("encoder", "decoder")
         ]
         self.to_logits = hk.Linear(vocab_size, name="to_logits")
 
-    def embed_tokens(self, ids: jax.Array, offset: jax.Array | int, is_training: bool) -> jax.Array:
-        """[B, T] ids at positions offset.. -> [B, T, D] scaled embedding + positional encoding."""
-        d_model = self.cfg.d_model
-        table = jnp.asarray(sinusoidal_encoding(MAX_POSITIONS, d_model))
-        positions = jax.lax.dynamic_slice_in_dim(table, offset, ids.shape[1], axis=0)
-        x = self.embed(ids) * np.sqrt(d_model) + positions[None]
+    def embed_tokens(self, ids: jax.Array, positions: jax.Array, is_training: bool) -> jax.Array:
+        """[B, T] ids at positions [B, T] -> [B, T, D] scaled embedding (+ position vectors)."""
+        cfg = self.cfg
+        x = self.embed(ids) * np.sqrt(cfg.d_model)
+        if cfg.pos_encoding == "learned":
+            x = x + self.position_embed(positions)
+        elif cfg.pos_encoding in pos.ADDED:
+            table = jnp.asarray(pos.sinusoidal_encoding(cfg.max_positions, cfg.d_model))
+            x = x + jnp.take(table, positions, axis=0)
         if is_training and self.cfg.dropout:
             x = hk.dropout(hk.next_rng_key(), self.cfg.dropout, x)
         return x
 
-    def encode(self, src: jax.Array, is_training: bool = False) -> tuple[jax.Array, jax.Array]:
-        """src [B, S] -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
-        x = self.embed_tokens(src, 0, is_training)
+    def encode(
+        self, src: jax.Array, positions: jax.Array | None = None, is_training: bool = False
+    ) -> tuple[jax.Array, jax.Array]:
+        """src [B, S] at positions [B, S] (default 0, 1, ...)
+        -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
+        positions = counting(src) if positions is None else positions
+        x = self.embed_tokens(src, positions, is_training)
         mask = padding_mask(src.shape[1], src)
         all_weights = []
         for layer in self.encoder_layers:
-            x, weights = layer(x, mask, is_training)
+            x, weights = layer(x, mask, positions, is_training)
             all_weights.append(weights)
         if self.cfg.norm == "pre":
             x = self.final_norms[0](x)
         return x, jnp.stack(all_weights)
 
-    def decode(self, tgt_in, memory, src, is_training: bool = False):
-        """tgt_in [B, T] with memory [B, S, D] -> (logits [B, T, V], self and cross weights)."""
-        x = self.embed_tokens(tgt_in, 0, is_training)
+    def decode(self, tgt_in, memory, src, positions=None, is_training: bool = False):
+        """tgt_in [B, T] at positions [B, T] with memory [B, S, D]
+        -> (logits [B, T, V], self and cross weights)."""
+        positions = counting(tgt_in) if positions is None else positions
+        x = self.embed_tokens(tgt_in, positions, is_training)
         length = tgt_in.shape[1]
         # Target padding only ever trails the target, so it is always in the future of a
         # real query and the causal mask hides it; cached decoding then matches exactly.
@@ -253,14 +291,18 @@ class Transformer(hk.Module):
         self_weights, cross_weights = [], []
         for layer in self.decoder_layers:
             memory_kv = layer.cross_attn.project_kv(memory)
-            x, sw, cw = layer(x, memory_kv, self_mask, cross_mask, is_training)
+            x, sw, cw = layer(x, memory_kv, self_mask, cross_mask, positions, is_training)
             self_weights.append(sw)
             cross_weights.append(cw)
         return self.logits(x), jnp.stack(self_weights), jnp.stack(cross_weights)
 
-    def __call__(self, src, tgt_in, is_training: bool = False) -> tuple[jax.Array, Attention]:
-        memory, encoder_weights = self.encode(src, is_training)
-        logits, decoder_weights, cross_weights = self.decode(tgt_in, memory, src, is_training)
+    def __call__(
+        self, src, tgt_in, is_training: bool = False, src_positions=None, tgt_positions=None
+    ) -> tuple[jax.Array, Attention]:
+        memory, encoder_weights = self.encode(src, src_positions, is_training)
+        logits, decoder_weights, cross_weights = self.decode(
+            tgt_in, memory, src, tgt_positions, is_training
+        )
         return logits, Attention(encoder_weights, decoder_weights, cross_weights)
 
     def logits(self, x: jax.Array) -> jax.Array:
@@ -278,25 +320,34 @@ class Transformer(hk.Module):
             for layer in self.decoder_layers
         ]
 
-    def decode_step(self, token, position, cache, src):
-        """token [B] at `position` -> (logits [B, V], updated cache)."""
-        x = self.embed_tokens(token[:, None], position, False)
+    def decode_step(self, token, index, cache, src, positions):
+        """token [B] at target index `index` of a target at positions [B, T]
+        -> (logits [B, V], updated cache)."""
+        here = jax.lax.dynamic_slice_in_dim(positions, index, 1, axis=1)
+        x = self.embed_tokens(token[:, None], here, False)
         cross_mask = (src != PAD_ID)[:, None, None, :]
         new_cache = []
         for layer, layer_cache in zip(self.decoder_layers, cache):
-            x, layer_cache = layer.step(x, position, layer_cache, cross_mask)
+            x, layer_cache = layer.step(x, index, layer_cache, cross_mask, positions)
             new_cache.append(layer_cache)
         return self.logits(x)[:, 0], new_cache
 
 
+def counting(ids: jax.Array) -> jax.Array:
+    """[B, T] positions 0, 1, ..., T - 1."""
+    return jnp.broadcast_to(jnp.arange(ids.shape[1], dtype=jnp.int32), ids.shape)
+
+
 class ModelFns(NamedTuple):
-    """Pure functions of (params, rng, ...) built by `build`."""
+    """Pure functions of (params, rng, ...) built by `build`, and `positions(key, batch,
+    width)`, which gives the positions [batch, width] the model's encoding reads."""
 
     init: callable
     forward: callable
     encode: callable
     init_cache: callable
     decode_step: callable
+    positions: callable
 
 
 def build(cfg: ModelConfig, vocab_size: int) -> ModelFns:
@@ -308,8 +359,8 @@ def build(cfg: ModelConfig, vocab_size: int) -> ModelFns:
         def init(src, tgt_in):
             return model(src, tgt_in, is_training=True)
 
-        def encode(src):
-            return model.encode(src)[0]
+        def encode(src, positions=None):
+            return model.encode(src, positions)[0]
 
         def init_cache(memory, tgt_len):
             return model.init_cache(memory, tgt_len)
@@ -318,4 +369,5 @@ def build(cfg: ModelConfig, vocab_size: int) -> ModelFns:
 
     transformed = hk.multi_transform(fns)
     forward, encode, init_cache, decode_step = transformed.apply
-    return ModelFns(transformed.init, forward, encode, init_cache, decode_step)
+    positions = functools.partial(pos.draw, cfg.pos_encoding, cfg.max_positions)
+    return ModelFns(transformed.init, forward, encode, init_cache, decode_step, positions)

@@ -30,10 +30,12 @@ import yaml
 
 from jabcli.config import Config, from_dict
 from jabcli.errors import JabError
+from jabcli.tasks import FILE_PREFIX
 from jabcli.tokenizer import Tokenizer
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
+DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -68,6 +70,8 @@ def sha256(data: bytes) -> str:
 def new_run_dir(task: str) -> Path:
     """Claim a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    if task.startswith(FILE_PREFIX):
+        task = "file-" + Path(task[len(FILE_PREFIX) :]).stem
     for n in range(1, 1000):
         path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
         try:
@@ -105,6 +109,12 @@ class Run:
         except OSError as err:
             raise JabError(f"could not create run folder {path}: {describe(err)}") from None
         data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
+        if cfg.task.name.startswith(FILE_PREFIX):
+            # The run keeps its own copy of the data, so it still evaluates if the file moves.
+            source = Path(cfg.task.name[len(FILE_PREFIX) :])
+            copy = DATA_FILE + source.suffix.lower()
+            atomic_write(run.path / copy, source.read_bytes())
+            data["task"]["name"] = FILE_PREFIX + copy
         atomic_write(run.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         return run
 
@@ -135,6 +145,9 @@ class Run:
         vocab = data.pop("vocab", None)
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
+        task = data.get("task")
+        if isinstance(task, dict) and str(task.get("name", "")).startswith(FILE_PREFIX):
+            task["name"] = FILE_PREFIX + str(self.path / task["name"][len(FILE_PREFIX) :])
         return from_dict(data, f"{self.path}/config.yaml"), Tokenizer(vocab)
 
     # metrics

@@ -9,13 +9,17 @@ against and `jab predict` marks answers with.
 from __future__ import annotations
 
 import difflib
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jabcli.errors import JabError
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+if TYPE_CHECKING:
+    from jabcli.config import TaskConfig
 
 
 class Batch(NamedTuple):
@@ -32,14 +36,28 @@ class Batch(NamedTuple):
 
 
 class Task:
-    """A sequence-to-sequence task over a fixed alphabet."""
+    """A sequence-to-sequence task over a fixed alphabet.
+
+    `targets` maps a padded batch of sources to its targets; tasks whose sources are not
+    uniform strings (addition, data files) override `sample` instead.
+    """
 
     name: str = ""
     description: str = ""
-    alphabet: str = "0123456789"
+    alphabet: str = "0123456789"  # what the preset draws sources from
+    fixed_alphabet: bool = False  # True when task.alphabet may not change it
+    min_length: int = 1  # shortest valid source
 
-    def solve(self, text: str) -> str:
+    def configure(self, cfg: TaskConfig) -> Task:
+        """This task with the options in `cfg` applied (most tasks have none)."""
+        return self
+
+    def solve(self, text: str) -> str | None:
+        """The reference answer; None when the task has none for `text`."""
         raise NotImplementedError
+
+    def check_input(self, text: str) -> None:
+        """Raise a JabError when `text` is not a valid source for this task."""
 
     def target_length(self, max_len: int) -> int:
         """The longest target for sources of up to `max_len` symbols."""
@@ -55,14 +73,27 @@ class Task:
         raise NotImplementedError
 
     def sample(
-        self, key: jax.Array, batch_size: int, min_len: int, max_len: int, symbol_ids: jax.Array
+        self,
+        key: jax.Array,
+        batch_size: int,
+        min_len: int,
+        max_len: int,
+        symbol_ids: jax.Array,
+        held_out: bool = False,
     ) -> Batch:
-        """A random batch: lengths uniform in [min_len, max_len], symbols uniform."""
+        """A random batch: lengths uniform in [min_len, max_len], symbols uniform.
+
+        Generated tasks draw held-out batches the same way (from a different key);
+        tasks read from a file draw them from their held-out split.
+        """
         len_key, sym_key = jax.random.split(key)
         lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
         choice = jax.random.randint(sym_key, (batch_size, max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
         tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
+        return self.batch(tokens, lengths, max_len)
+
+    def batch(self, tokens: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         target, target_lengths = self.targets(tokens, lengths)
         tgt_in, tgt_out = decoder_arrays(target, target_lengths, self.target_length(max_len) + 1)
         return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
@@ -93,18 +124,22 @@ def decoder_arrays(
     return tgt_in.astype(jnp.int32), tgt_out.astype(jnp.int32)
 
 
-def reverse_padded(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
-    """Reverse each row's first `length` ids, keeping the padding at the end."""
-    index = lengths[:, None] - 1 - jnp.arange(tokens.shape[1])[None, :]
-    flipped = jnp.take_along_axis(tokens, jnp.maximum(index, 0), axis=1)
-    return jnp.where(index >= 0, flipped, PAD_ID)
+def gather(tokens: jax.Array, index: jax.Array, length: jax.Array) -> jax.Array:
+    """Row-wise tokens[b, index[b, i]] for i < length[b], <pad> after: [batch, width]."""
+    picked = jnp.take_along_axis(tokens, jnp.clip(index, 0, tokens.shape[1] - 1), axis=1)
+    return jnp.where(jnp.arange(index.shape[1])[None, :] < length[:, None], picked, PAD_ID)
+
+
+def positions(tokens: jax.Array, width: int | None = None) -> jax.Array:
+    """[1, width] output positions 0, 1, ... (width defaults to the source width)."""
+    return jnp.arange(tokens.shape[1] if width is None else width)[None, :]
 
 
 class Copy(Task):
     name = "copy"
     description = "Repeat the input: 3141 -> 3141"
 
-    def solve(self, text: str) -> str:
+    def solve(self, text):
         return text
 
     def targets(self, tokens, lengths):
@@ -115,18 +150,66 @@ class Reverse(Task):
     name = "reverse"
     description = "Reverse the input: 3141 -> 1413"
 
-    def solve(self, text: str) -> str:
+    def solve(self, text):
         return text[::-1]
 
     def targets(self, tokens, lengths):
-        return reverse_padded(tokens, lengths), lengths
+        return gather(tokens, lengths[:, None] - 1 - positions(tokens), lengths), lengths
+
+
+class Duplicate(Task):
+    name = "duplicate"
+    description = "Write the input twice: 314 -> 314314"
+
+    def solve(self, text):
+        return text + text
+
+    def target_length(self, max_len):
+        return 2 * max_len
+
+    def targets(self, tokens, lengths):
+        index = positions(tokens, 2 * tokens.shape[1]) % jnp.maximum(lengths, 1)[:, None]
+        return gather(tokens, index, 2 * lengths), 2 * lengths
+
+
+@dataclass(frozen=True)
+class Shift(Task):
+    """Rotate left by `k` places (`task.shift`), wrapping around."""
+
+    k: int = 1
+    name = "shift"
+    description = "Rotate left by task.shift (1): 31415 -> 14153"
+
+    def configure(self, cfg):
+        return Shift(cfg.shift)
+
+    def solve(self, text):
+        k = self.k % len(text)
+        return text[k:] + text[:k]
+
+    def targets(self, tokens, lengths):
+        index = (positions(tokens) + self.k) % jnp.maximum(lengths, 1)[:, None]
+        return gather(tokens, index, lengths), lengths
+
+
+class OddsFirst(Task):
+    name = "odds_first"
+    description = "Odd positions, then even (counting from 1): 31415 -> 34511"
+
+    def solve(self, text):
+        return text[0::2] + text[1::2]
+
+    def targets(self, tokens, lengths):
+        i, odds = positions(tokens), (lengths[:, None] + 1) // 2
+        index = jnp.where(i < odds, 2 * i, 2 * (i - odds) + 1)
+        return gather(tokens, index, lengths), lengths
 
 
 class Sort(Task):
     name = "sort"
     description = "Sort the symbols, keeping duplicates: 3141 -> 1134"
 
-    def solve(self, text: str) -> str:
+    def solve(self, text):
         return "".join(sorted(text))
 
     def targets(self, tokens, lengths):
@@ -136,15 +219,114 @@ class Sort(Task):
         return jnp.where(ordered == jnp.iinfo(jnp.int32).max, PAD_ID, ordered), lengths
 
 
-TASKS: dict[str, Task] = {task.name: task for task in (Copy(), Reverse(), Sort())}
+class BucketSort(Sort):
+    name = "bucket_sort"
+    description = "Sort over a small alphabet, so with many duplicates: 2010210 -> 0001122"
+    alphabet = "012"
+
+
+@dataclass(frozen=True)
+class Addition(Task):
+    """Decimal a+b; with `task.reverse_answer` the sum is written least significant digit first.
+
+    A source of length L is a+b with len(a) + len(b) = L - 1, so L >= 3. Numbers have
+    no leading zeros.
+    """
+
+    reverse_answer: bool = False
+    name = "addition"
+    description = "Add two numbers: 57+68 -> 125 (task.reverse_answer: 521)"
+    alphabet = "+0123456789"
+    fixed_alphabet = True
+    min_length = 3
+
+    def configure(self, cfg):
+        return Addition(cfg.reverse_answer)
+
+    def check_input(self, text):
+        a, plus, b = text.partition("+")
+        if not (plus and a.isdigit() and b.isdigit()):
+            raise JabError(f"addition takes inputs like 57+68, got {text!r}")
+
+    def solve(self, text):
+        a, _, b = text.partition("+")
+        total = str(int(a) + int(b))
+        return total[::-1] if self.reverse_answer else total
+
+    def target_length(self, max_len):
+        return max(1, max_len - 1)  # the sum has at most one digit more than the longer term
+
+    def sample(self, key, batch_size, min_len, max_len, symbol_ids, held_out=False):
+        plus_id, digit_ids = symbol_ids[0], symbol_ids[1:]  # the alphabet is "+0123456789"
+        len_key, split_key, a_key, b_key = jax.random.split(key, 4)
+        lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
+        a_len = jax.random.randint(split_key, (batch_size,), 1, lengths - 1)
+        b_len = lengths - 1 - a_len
+        a_digits = random_number(a_key, a_len, max_len)
+        b_digits = random_number(b_key, b_len, max_len)
+        i = positions(a_digits)
+        b_here = jnp.take_along_axis(b_digits, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
+        digits = jnp.where(i < a_len[:, None], a_digits, b_here)
+        tokens = jnp.where(i == a_len[:, None], plus_id, digit_ids[digits])
+        tokens = jnp.where(i < lengths[:, None], tokens, PAD_ID)
+        # Add least significant digit first, carrying along the row.
+        a_low = gather(a_digits, a_len[:, None] - 1 - i, a_len)
+        b_low = gather(b_digits, b_len[:, None] - 1 - i, b_len)
+
+        def add(carry, columns):
+            total = columns[0] + columns[1] + carry
+            return total // 10, total % 10
+
+        _, sum_low = jax.lax.scan(add, jnp.zeros(batch_size, jnp.int32), (a_low.T, b_low.T))
+        sum_low = sum_low.T  # [batch, max_len], least significant first
+        sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
+        order = i if self.reverse_answer else sum_len[:, None] - 1 - i
+        answer = digit_ids[gather(sum_low, order, sum_len)]
+        answer = jnp.where(i < sum_len[:, None], answer, PAD_ID)[:, : self.target_length(max_len)]
+        tgt_in, tgt_out = decoder_arrays(answer, sum_len, self.target_length(max_len) + 1)
+        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+
+
+def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
+    """Digit values [batch, width], most significant first, no leading zero; 0 past `lengths`."""
+    digits = jax.random.randint(key, (lengths.shape[0], width), 0, 10)
+    lead = jax.random.randint(jax.random.fold_in(key, 1), (lengths.shape[0],), 1, 10)
+    digits = digits.at[:, 0].set(jnp.where(lengths > 1, lead, digits[:, 0]))
+    return jnp.where(positions(digits) < lengths[:, None], digits, 0)
+
+
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Copy(),
+        Reverse(),
+        Duplicate(),
+        Shift(),
+        OddsFirst(),
+        Sort(),
+        BucketSort(),
+        Addition(),
+    )
+}
+FILE_PREFIX = "file:"
 
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
         raise JabError(
-            f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}"
+            f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}, "
+            f"or {FILE_PREFIX}PATH for your own data"
         )
     return TASKS[name]
+
+
+def make_task(cfg: TaskConfig) -> Task:
+    """The task a config names, with its options: a built-in one or `file:PATH`."""
+    if cfg.name.startswith(FILE_PREFIX):
+        from jabcli.datafile import FileTask
+
+        return FileTask.load(cfg.name[len(FILE_PREFIX) :], cfg.held_out)
+    return get_task(cfg.name).configure(cfg)
 
 
 def suggest(word: str, choices) -> str:

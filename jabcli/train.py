@@ -22,13 +22,14 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jabcli.config import Config
-from jabcli.decode import greedy_decode
+from jabcli.decode import draw_positions, greedy_decode
 from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
-from jabcli.tasks import Batch, Task, get_task
+from jabcli.tasks import Batch, Task, make_task
 from jabcli.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
-TRAIN_STREAM, DROPOUT_STREAM, EVAL_STREAM = 0, 1, 2
+TRAIN_STREAM, DROPOUT_STREAM, EVAL_STREAM, POSITION_STREAM = 0, 1, 2, 3
+DECODE_CHUNK = 1024  # held-out sources decoded per call
 
 
 class TrainingState(NamedTuple):
@@ -90,7 +91,7 @@ class Setup:
         tokenizer = tokenizer or Tokenizer()
         return cls(
             cfg=cfg,
-            task=get_task(cfg.task.name),
+            task=make_task(cfg.task),
             tokenizer=tokenizer,
             fns=build(cfg.model, len(tokenizer)),
             optimizer=make_optimizer(cfg),
@@ -121,6 +122,7 @@ class Setup:
         batch_size: int,
         min_len: int | None = None,
         max_len: int | None = None,
+        held_out: bool = False,
     ) -> Batch:
         t = self.cfg.task
         return self.task.sample(
@@ -129,6 +131,7 @@ class Setup:
             t.min_len if min_len is None else min_len,
             t.max_len if max_len is None else max_len,
             jnp.asarray(self.symbol_ids),
+            held_out,
         )
 
     def init(self, seed: int) -> TrainingState:
@@ -141,8 +144,19 @@ class Setup:
         params = self.fns.init(jax.random.fold_in(rng, 99), batch.src, batch.tgt_in)
         return TrainingState(params, self.optimizer.init(params), rng, jnp.asarray(0, jnp.int32))
 
-    def loss(self, params, key, batch: Batch):
-        logits, _ = self.fns.forward(params, key, batch.src, batch.tgt_in, is_training=True)
+    def loss(self, params, key, batch: Batch, positions_key: jax.Array):
+        src_positions, tgt_positions = draw_positions(
+            self.fns, positions_key, batch.src, batch.tgt_in.shape[1]
+        )
+        logits, _ = self.fns.forward(
+            params,
+            key,
+            batch.src,
+            batch.tgt_in,
+            is_training=True,
+            src_positions=src_positions,
+            tgt_positions=tgt_positions,
+        )
         return cross_entropy(logits, batch.tgt_out)
 
     def update(self, state: TrainingState) -> tuple[TrainingState, dict]:
@@ -152,7 +166,10 @@ class Setup:
         )
         batch = jax.lax.with_sharding_constraint(batch, self.batch_sharding)
         dropout_key = step_key(state.rng, DROPOUT_STREAM, state.step)
-        grads, metrics = jax.grad(self.loss, has_aux=True)(state.params, dropout_key, batch)
+        positions_key = step_key(state.rng, POSITION_STREAM, state.step)
+        grads, metrics = jax.grad(self.loss, has_aux=True)(
+            state.params, dropout_key, batch, positions_key
+        )
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics["grad_norm"] = optax.global_norm(grads)
@@ -183,14 +200,50 @@ def evaluate(
     samples: int,
     min_len: int | None = None,
     max_len: int | None = None,
+    each_length: bool = False,
 ) -> dict:
-    """Greedy-decode `samples` held-out sources; accuracies overall and per source length."""
+    """Greedy-decode held-out sources; accuracies overall and per source length.
+
+    `samples` sources with lengths uniform in [min_len, max_len], or, with `each_length`,
+    `samples` sources at every length in that range.
+    """
     min_len = setup.cfg.task.min_len if min_len is None else min_len
     max_len = setup.cfg.task.max_len if max_len is None else max_len
-    batch = setup.sample(key, samples, min_len, max_len)
+    sample_key, positions_key = jax.random.split(key)
+    if each_length:
+        batches = [
+            setup.sample(jax.random.fold_in(sample_key, n), samples, n, n, held_out=True)
+            for n in range(min_len, max_len + 1)
+        ]
+        batch = concatenate(batches, max_len + 1, setup.task.target_length(max_len) + 1)
+    else:
+        batch = setup.sample(sample_key, samples, min_len, max_len, held_out=True)
+    src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     max_out = setup.task.target_length(max_len) + 1
-    predicted = np.asarray(greedy_decode(setup.fns, params, batch.src, max_out))
-    return score(setup, np.asarray(batch.src), predicted, np.asarray(batch.tgt_out))
+    predicted = np.zeros((len(src), max_out), np.int32)
+    for start in range(0, len(src), DECODE_CHUNK):
+        chunk = src[start : start + DECODE_CHUNK]
+        rows = len(chunk)
+        if len(src) > DECODE_CHUNK:  # keep one shape, so one compilation
+            chunk = np.pad(chunk, ((0, DECODE_CHUNK - rows), (0, 0)), constant_values=EOS_ID)
+        chunk_key = jax.random.fold_in(positions_key, start)
+        decoded = greedy_decode(setup.fns, params, jnp.asarray(chunk), max_out, chunk_key)
+        predicted[start : start + rows] = np.asarray(decoded)[:rows]
+    return score(setup, src, predicted, tgt_out)
+
+
+def concatenate(batches: list[Batch], src_len: int, tgt_len: int) -> Batch:
+    """Batches of different widths as one, <pad>-filled to [sum of rows, src_len / tgt_len]."""
+
+    def widen(a, width):
+        return np.pad(np.asarray(a), ((0, 0), (0, width - a.shape[1])), constant_values=PAD_ID)
+
+    return Batch(
+        *(
+            np.concatenate([widen(getattr(b, field), width) for b in batches])
+            for field, width in (("src", src_len), ("tgt_in", tgt_len), ("tgt_out", tgt_len))
+        )
+    )
 
 
 def score(setup: Setup, src: np.ndarray, predicted: np.ndarray, expected: np.ndarray) -> dict:

@@ -7,13 +7,14 @@ import pytest
 
 from jabcli.config import ModelConfig
 from jabcli.decode import greedy_decode, greedy_decode_full
-from jabcli.model import build, sinusoidal_encoding
+from jabcli.model import build
+from jabcli.positions import ENCODINGS, sinusoidal_encoding
 from jabcli.tokenizer import BOS_ID, PAD_ID
 
 VOCAB = 20
 
 
-def make(norm="post", activation="relu"):
+def make(norm="post", activation="relu", pos_encoding="sinusoidal"):
     cfg = ModelConfig(
         d_model=32,
         num_heads=4,
@@ -22,6 +23,8 @@ def make(norm="post", activation="relu"):
         dropout=0.1,
         norm=norm,
         activation=activation,
+        pos_encoding=pos_encoding,
+        max_positions=64,
     )
     fns = build(cfg, VOCAB)
     src = jnp.array([[5, 6, 7, 8, PAD_ID], [9, 10, PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
@@ -79,10 +82,30 @@ def test_dropout_is_active_only_in_training():
     np.testing.assert_array_equal(c, d)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_cached_decoding_gives_the_same_answers_as_full_recomputation(norm):
-    fns, params, src, _ = make(norm)
+@pytest.mark.parametrize(
+    "norm, pos_encoding", [("pre", "sinusoidal")] + [("post", e) for e in ENCODINGS]
+)
+def test_cached_decoding_gives_the_same_answers_as_full_recomputation(norm, pos_encoding):
+    fns, params, src, _ = make(norm, pos_encoding=pos_encoding)
+    # Larger weights than at initialisation, so that answers vary from token to token.
+    params = jax.tree_util.tree_map(lambda w: 3 * w, params)
     src = jax.random.randint(jax.random.PRNGKey(3), (16, 9), 3, VOCAB)
-    fast = greedy_decode(fns, params, src, 12)
-    slow = greedy_decode_full(fns, params, src, 12)
+    key = jax.random.PRNGKey(4)
+    fast = greedy_decode(fns, params, src, 12, key)
+    slow = greedy_decode_full(fns, params, src, 12, key)
     np.testing.assert_array_equal(fast, slow)
+    assert len(np.unique(np.asarray(fast))) > 3
+
+
+@pytest.mark.parametrize("pos_encoding", ENCODINGS)
+def test_every_positional_encoding_tells_positions_apart(pos_encoding):
+    fns, params, _, _ = make(pos_encoding=pos_encoding)
+    params = jax.tree_util.tree_map(lambda w: 3 * w, params)
+    # The same token everywhere after <bos>: only positions can make the outputs differ.
+    src = jnp.full((1, 6), 7, jnp.int32)
+    tgt = jnp.full((1, 6), 8, jnp.int32).at[0, 0].set(BOS_ID)
+    positions = jnp.arange(6)[None]
+    logits, _ = fns.forward(
+        params, None, src, tgt, src_positions=positions, tgt_positions=positions
+    )
+    assert not np.allclose(logits[0, 2], logits[0, 4], atol=1e-4)

@@ -2,25 +2,40 @@ import jax
 import numpy as np
 import pytest
 
+from jabcli.config import TaskConfig
+from jabcli.errors import JabError
 from jabcli.tasks import TASKS
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
+# Every built-in task, and each option that changes its answers.
+VARIANTS = [(name, {}) for name in TASKS] + [
+    ("shift", {"shift": 3}),
+    ("shift", {"shift": 20}),
+    ("addition", {"reverse_answer": True}),
+]
 
-@pytest.mark.parametrize("name", sorted(TASKS))
-def test_sampled_targets_match_the_reference_solver(name):
-    task, tok = TASKS[name], Tokenizer()
-    symbols = np.asarray(tok.ids("0123456789"), np.int32)
-    batch = task.sample(jax.random.PRNGKey(0), 256, 1, 12, symbols)
+
+def configured(name, options):
+    return TASKS[name].configure(TaskConfig(name=name, **options))
+
+
+@pytest.mark.parametrize("name, options", VARIANTS, ids=lambda v: str(v) if v else "")
+def test_sampled_targets_match_the_reference_solver(name, options):
+    task, tok = configured(name, options), Tokenizer()
+    symbols = np.asarray(tok.ids(task.alphabet), np.int32)
+    batch = task.sample(jax.random.PRNGKey(0), 256, task.min_length, 12, symbols)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
-    assert lengths.min() >= 1 and lengths.max() <= 12
+    assert lengths.min() == task.min_length and lengths.max() == 12
+    assert tgt_out.shape[1] == task.target_length(12) + 1
     for s, i, o in zip(src, tgt_in, tgt_out):
         text = tok.decode(s)
+        task.check_input(text)
         assert tok.decode(o) == task.solve(text)
         assert i[0] == BOS_ID and tok.decode(i) == task.solve(text)
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(set(TASKS) - {"addition"}))
 def test_every_task_draws_sources_from_its_alphabet_only(name):
     tok = Tokenizer()
     symbols = np.asarray(tok.ids("abc"), np.int32)
@@ -29,5 +44,25 @@ def test_every_task_draws_sources_from_its_alphabet_only(name):
     assert np.all(np.sum(src == EOS_ID, axis=1) == 1)
 
 
-def test_sort_keeps_duplicates():
+def test_reference_answers_of_each_task():
     assert TASKS["sort"].solve("3141") == "1134"
+    assert TASKS["duplicate"].solve("314") == "314314"
+    assert TASKS["odds_first"].solve("31415") == "34511"
+    assert TASKS["shift"].solve("31415") == "14153"
+    assert configured("shift", {"shift": 7}).solve("31415") == "41531"
+    assert TASKS["addition"].solve("57+68") == "125"
+    assert configured("addition", {"reverse_answer": True}).solve("57+68") == "521"
+
+
+def test_addition_numbers_have_no_leading_zeros():
+    task, tok = TASKS["addition"], Tokenizer()
+    symbols = np.asarray(tok.ids(task.alphabet), np.int32)
+    src = np.asarray(task.sample(jax.random.PRNGKey(2), 512, 3, 9, symbols).src)
+    for row in src:
+        for number in tok.decode(row).split("+"):
+            assert number == "0" or not number.startswith("0")
+
+
+def test_addition_rejects_inputs_that_are_not_sums():
+    with pytest.raises(JabError, match="57\\+68"):
+        TASKS["addition"].check_input("5768")

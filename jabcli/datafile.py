@@ -1,0 +1,179 @@
+"""Custom tasks from a file of input/output pairs: `jab train --task file:pairs.tsv`.
+
+A `.tsv` file holds `input<TAB>output` per line; a `.jsonl` file holds one
+`{"input": ..., "output": ...}` object per line. Whitespace inside a string is ignored,
+as everywhere in jab. A fixed share of the distinct inputs (`task.held_out`, chosen by
+a seeded shuffle, so the same file always splits the same way) is kept out of training
+and is what `jab eval` measures.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jabcli.errors import JabError
+from jabcli.tasks import Batch, Task, decoder_arrays, source_array
+from jabcli.tokenizer import DATA_CHARS, PAD_ID, Tokenizer, clean
+
+SPLIT_SEED = 0
+
+
+@dataclass(frozen=True, eq=False)
+class FileTask(Task):
+    """Pairs read from a file; sources [N, S] and targets [N, T] are padded id arrays."""
+
+    path: str
+    answers: dict[str, str]
+    inputs: np.ndarray  # [N, S] source ids, <pad>-filled
+    outputs: np.ndarray  # [N, T] target ids, <pad>-filled
+    input_lengths: np.ndarray  # [N]
+    output_lengths: np.ndarray  # [N]
+    is_held_out: np.ndarray  # [N] bool
+    alphabet: str
+    name = "file"
+    description = "Input/output pairs from a file"
+    fixed_alphabet = True
+
+    @staticmethod
+    def load(path: str, held_out: float) -> FileTask:
+        file = Path(path)
+        if not file.is_file():
+            raise JabError(f"data file {path!r} does not exist")
+        stat = file.stat()
+        return _load(str(file.resolve()), stat.st_mtime_ns, stat.st_size, held_out)
+
+    def preset(self) -> dict:
+        return {
+            "min_len": int(self.input_lengths.min()),
+            "max_len": int(self.input_lengths.max()),
+            "alphabet": self.alphabet,
+        }
+
+    def solve(self, text):
+        return self.answers.get(text)
+
+    def target_length(self, max_len):
+        fits = self.input_lengths <= max_len
+        longest = int(self.output_lengths[fits].max()) if fits.any() else 0
+        # Room for unseen longer inputs too, at the data's largest output/input ratio.
+        ratio = float(np.max(self.output_lengths / self.input_lengths))
+        return max(longest, math.ceil(ratio * max_len))
+
+    def rows(self, min_len: int, max_len: int, held_out: bool) -> np.ndarray:
+        """Indices of the pairs of one split with input lengths in [min_len, max_len]."""
+        in_range = (self.input_lengths >= min_len) & (self.input_lengths <= max_len)
+        return np.flatnonzero(in_range & (self.is_held_out == held_out))
+
+    def sample(self, key, batch_size, min_len, max_len, symbol_ids, held_out=False):
+        """Training: `batch_size` pairs drawn with replacement. Held out: up to
+        `batch_size` distinct pairs (all of them when there are fewer)."""
+        rows = self.rows(min_len, max_len, held_out)
+        if held_out:
+            if len(rows) > batch_size:
+                rows = np.asarray(jax.random.choice(key, rows, (batch_size,), replace=False))
+        elif len(rows) == 0:
+            raise JabError(
+                f"{self.path} has no training pairs with input lengths {min_len}-{max_len}"
+            )
+        else:
+            rows = jnp.asarray(rows)[jax.random.randint(key, (batch_size,), 0, len(rows))]
+        src_len, tgt_len = max_len, self.target_length(max_len)
+        tokens = jnp.asarray(pad_to(self.inputs, src_len))[rows]
+        target = jnp.asarray(pad_to(self.outputs, tgt_len))[rows]
+        lengths = jnp.asarray(self.input_lengths)[rows]
+        target_lengths = jnp.asarray(self.output_lengths)[rows]
+        tgt_in, tgt_out = decoder_arrays(target, target_lengths, tgt_len + 1)
+        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+
+
+def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
+    return np.pad(ids, ((0, 0), (0, max(0, width - ids.shape[1]))))[:, :width]
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime_ns: int, size: int, held_out: float) -> FileTask:
+    pairs = read_pairs(Path(path))
+    tokenizer = Tokenizer()
+    inputs = sorted({source for source, _ in pairs})
+    if len(inputs) < 2:
+        raise JabError(f"{path} needs at least 2 different inputs (one to hold out)")
+    shuffled = np.random.default_rng(SPLIT_SEED).permutation(len(inputs))
+    kept_out = {inputs[i] for i in shuffled[: max(1, round(held_out * len(inputs)))]}
+    n = len(pairs)
+    width_in = max(len(s) for s, _ in pairs)
+    width_out = max(len(t) for _, t in pairs)
+    src = np.full((n, width_in), PAD_ID, np.int32)
+    tgt = np.full((n, width_out), PAD_ID, np.int32)
+    for i, (source, target) in enumerate(pairs):
+        src[i, : len(source)] = tokenizer.ids(source)
+        tgt[i, : len(target)] = tokenizer.ids(target)
+    return FileTask(
+        path=path,
+        answers=dict(pairs),
+        inputs=src,
+        outputs=tgt,
+        input_lengths=np.array([len(s) for s, _ in pairs], np.int32),
+        output_lengths=np.array([len(t) for _, t in pairs], np.int32),
+        is_held_out=np.array([s in kept_out for s, _ in pairs]),
+        alphabet="".join(sorted({c for s in inputs for c in s})),
+    )
+
+
+def read_pairs(path: Path) -> list[tuple[str, str]]:
+    """(input, output) pairs, with a one-line error naming the first bad line."""
+    if path.suffix.lower() not in (".tsv", ".jsonl"):
+        raise JabError(f"data file {path.name!r} must end in .tsv or .jsonl")
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise JabError(f"{path} is not a UTF-8 text file") from None
+    except OSError as err:
+        raise JabError(f"could not read {path}: {err.strerror}") from None
+    pairs: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path.name} line {number}"
+        source, target = parse_line(line, path.suffix.lower(), where)
+        source, target = clean(source), clean(target)
+        if not source or not target:
+            raise JabError(f"{where}: input and output must not be empty")
+        unknown = sorted(set(source + target) - set(DATA_CHARS))
+        if unknown:
+            raise JabError(
+                f"{where}: characters {''.join(unknown)!r} are not in jab's vocabulary "
+                f"{DATA_CHARS!r}"
+            )
+        if pairs.get(source, target) != target:
+            raise JabError(f"{where}: input {source!r} appears earlier with another output")
+        pairs[source] = target
+    if not pairs:
+        raise JabError(f"{path} holds no input/output pairs")
+    return list(pairs.items())
+
+
+def parse_line(line: str, suffix: str, where: str) -> tuple[str, str]:
+    if suffix == ".tsv":
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise JabError(f"{where}: expected input<TAB>output, got {len(fields)} fields")
+        return fields[0], fields[1]
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        raise JabError(f"{where}: not valid JSON") from None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("input"), str)
+        and isinstance(record.get("output"), str)
+    ):
+        raise JabError(f'{where}: expected {{"input": "...", "output": "..."}}')
+    return record["input"], record["output"]

@@ -1,0 +1,60 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jabcli.positions import alibi_bias, draw, randomized_positions, rope
+
+
+def test_rope_scores_depend_only_on_the_offset_between_positions():
+    queries = jax.random.normal(jax.random.PRNGKey(0), (1, 1, 2, 16))
+    keys = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 2, 16))
+
+    def score(query_position, key_position):
+        q = rope(queries, jnp.array([[query_position]]))
+        k = rope(keys, jnp.array([[key_position]]))
+        return np.asarray(jnp.sum(q * k, axis=-1))
+
+    for offset in (0, 1, 5, -3):
+        reference = score(10 + offset, 10)
+        for shift in (-10, 7, 50, 300):
+            np.testing.assert_allclose(score(10 + offset + shift, 10 + shift), reference, atol=1e-4)
+    assert not np.allclose(score(11, 10), score(15, 10), atol=1e-3)
+
+
+def test_rope_keeps_vector_lengths():
+    x = jax.random.normal(jax.random.PRNGKey(2), (2, 5, 4, 8))
+    rotated = rope(x, jnp.broadcast_to(jnp.arange(5) * 13, (2, 5)))
+    np.testing.assert_allclose(
+        jnp.linalg.norm(rotated, axis=-1), jnp.linalg.norm(x, axis=-1), rtol=1e-5
+    )
+
+
+def test_alibi_biases_fall_with_distance_and_are_steepest_in_the_first_head():
+    positions = jnp.arange(12)[None]
+    bias = np.asarray(alibi_bias(positions, positions, num_heads=4))[0]  # [H, Tq, Tk]
+    assert np.all(np.diagonal(bias, axis1=1, axis2=2) == 0)
+    query = 6
+    for head in range(4):
+        row = bias[head, query]
+        assert np.all(np.diff(row[: query + 1]) > 0)  # nearer keys from the left: less penalty
+        assert np.all(np.diff(row[query:]) < 0)  # farther keys to the right: more penalty
+    assert np.all(bias[0, query, :] <= bias[3, query, :])
+
+
+@pytest.mark.parametrize("width", [1, 17, 64, 256])
+def test_randomized_positions_are_sorted_distinct_and_within_range(width):
+    positions = np.asarray(randomized_positions(jax.random.PRNGKey(width), 64, width, 256))
+    assert positions.shape == (64, width)
+    assert positions.min() >= 0 and positions.max() < 256
+    assert np.all(np.diff(positions, axis=1) > 0)
+    if width < 256:  # rows draw differently, and reach beyond the first `width` positions
+        assert len({tuple(row) for row in positions}) > 1
+        assert positions.max() >= width
+
+
+def test_only_randomized_encoding_draws_positions():
+    key = jax.random.PRNGKey(0)
+    for encoding in ("sinusoidal", "learned", "rope", "alibi"):
+        np.testing.assert_array_equal(draw(encoding, 64, key, 2, 5), [[0, 1, 2, 3, 4]] * 2)
+    assert not np.array_equal(draw("randomized", 64, key, 2, 5), [[0, 1, 2, 3, 4]] * 2)
