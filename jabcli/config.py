@@ -192,7 +192,11 @@ def resolve(
         else:
             apply(config, preset(task), f"preset {task}")
     if config_file is not None:
-        apply(config, read_yaml(config_file), str(config_file))
+        data = read_yaml(config_file)
+        named = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
+        if task is None and isinstance(named, str) and named.startswith(FILE_PREFIX):
+            apply(config, file_preset(named), named)  # the file's alphabet and lengths first
+        apply(config, data, str(config_file))
     if task is None and config_file is None:
         raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
     for assignment in sets or []:

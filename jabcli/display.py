@@ -147,6 +147,9 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
     head.add_row("token accuracy", percent(result["token_acc"]))
     head.add_row("exact match", percent(result["seq_acc"]))
     parts: list[Any] = [head, length_table(result["per_length"], train_range)]
+    if result.get("missing_lengths"):
+        missing = ", ".join(map(str, result["missing_lengths"]))
+        parts.append(Text(f"No held-out pairs at lengths {missing}.", style="yellow"))
     if len(result["per_length"]) > 1:
         parts.append(length_chart(result["per_length"], train_range))
     mistakes = [e for e in result["examples"] if not e["correct"]]

@@ -92,6 +92,10 @@ def evaluate_run(
         raise JabError(
             f"{loaded.setup.task.path} has no held-out pairs with input lengths {min_len}-{max_len}"
         )
+    if each_length:  # a data file may have no held-out pairs at some lengths
+        result["missing_lengths"] = [
+            n for n in range(min_len, max_len + 1) if n not in result["per_length"]
+        ]
     return {
         "run": str(loaded.run.path),
         "step": loaded.step,

@@ -113,7 +113,10 @@ class Run:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
             source = Path(cfg.task.name[len(FILE_PREFIX) :])
             copy = DATA_FILE + source.suffix.lower()
-            atomic_write(run.path / copy, source.read_bytes())
+            try:
+                atomic_write(run.path / copy, source.read_bytes())
+            except OSError as err:
+                raise JabError(f"could not copy {source} into {path}: {describe(err)}") from None
             data["task"]["name"] = FILE_PREFIX + copy
         atomic_write(run.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         return run

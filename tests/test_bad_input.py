@@ -18,7 +18,7 @@ from jabcli.errors import JabError
 RUN = "runs/tiny"
 
 CASES = {
-    "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, sort"),
+    "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, duplicate"),
     "missing task file": (["train", "--task", "nothere.yaml"], "does not exist"),
     "task file that is not YAML": (["train", "--task", "broken.yaml"], "not valid YAML"),
     "config key of the wrong type": (
@@ -61,7 +61,23 @@ CASES = {
     ),
     "characters outside the alphabet": (["predict", "--run", RUN, "12x"], "outside the alphabet"),
     "empty input": (["predict", "--run", RUN, " "], "empty"),
-    "input too long": (["predict", "--run", RUN, "0" * 1100], "longer than the model can take"),
+    "input too long": (["predict", "--run", RUN, "0" * 1100], "the model takes at most"),
+    "unknown positional encoding": (
+        ["train", "--task", "copy", "--set", "model.pos_encoding=rotary"],
+        "must be one of sinusoidal, learned, rope, alibi, randomized",
+    ),
+    "addition given another alphabet": (
+        ["train", "--task", "addition", "--set", "task.alphabet=0123"],
+        "always uses the alphabet",
+    ),
+    "missing data file": (["train", "--task", "file:nothere.tsv"], "does not exist"),
+    "data file with a bad line": (["train", "--task", "file:bad.tsv"], "bad.tsv line 2"),
+    "eval lengths beyond the model": (
+        ["eval", "--run", RUN, "--lengths", "1-2000"],
+        "model.max_positions = 1024",
+    ),
+    "malformed lengths": (["eval", "--run", RUN, "--lengths", "5-x"], "--lengths takes a range"),
+    "compare with one run": (["compare", RUN], "two or more"),
     "layer out of range": (
         ["show-attention", "--run", RUN, "--layer", "3"],
         "--layer must be between 0 and 0",
@@ -91,6 +107,7 @@ def workdir(trained):
     (trained / "broken.yaml").write_text("task: [unclosed\n")
     (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
     (trained / "afile").write_text("not a folder")
+    (trained / "bad.tsv").write_text("12\t21\n123 321\n")
     return trained
 
 

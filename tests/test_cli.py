@@ -54,3 +54,22 @@ def test_same_seed_and_config_give_the_same_losses(trained):
         return [json.loads(line)["loss"] for line in lines]
 
     assert losses("again") == losses("tiny")
+
+
+def test_eval_by_length_reports_exactly_the_requested_lengths(trained):
+    out = jab("eval", "--lengths", "3-9", "--samples", "20", "--json", cwd=trained).stdout
+    result = json.loads(out)
+    assert set(result["per_length"]) == {str(n) for n in range(3, 10)}
+    assert all(row["samples"] == 20 for row in result["per_length"].values())
+    assert result["train_lengths"] == [1, 5]
+    table = jab("eval", "--lengths", "4-7", "--samples", "20", cwd=trained).stdout
+    assert "beyond training" in table and "trained on lengths 1-5" in table
+
+
+def test_compare_puts_runs_side_by_side_at_each_length(trained):
+    args = ["compare", "runs/tiny", "runs/tiny", "--lengths", "4-7", "--samples", "20"]
+    results = json.loads(jab(*args, "--json", cwd=trained).stdout)
+    assert [sorted(r["per_length"]) for r in results] == [["4", "5", "6", "7"]] * 2
+    assert results[0]["per_length"] == results[1]["per_length"]  # same seed, same sample
+    table = jab(*args, cwd=trained).stdout
+    assert "copy, sinusoidal, 1-5" in table and "*" in table

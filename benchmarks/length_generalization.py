@@ -1,0 +1,137 @@
+"""Did it learn the algorithm, or the lengths it saw? A study you can rerun.
+
+Trains reverse, copy and sort on inputs of length 1-16 with each positional encoding
+(`model.pos_encoding`), everything else as in the task's preset, for the preset's
+step budget with no early stop, then measures exact match on fresh held-out inputs at
+every length 1-64 and reports it over 1-16 (the training range), 17-32 and 33-64.
+
+    python benchmarks/length_generalization.py            # the full study (~30 min, 2 cores)
+    python benchmarks/length_generalization.py --quick    # a smoke test of the script
+
+Each (task, encoding) pair trains in its own process; `--jobs 2` (the default) runs two
+at a time, which suits XLA on CPU, where a model this small keeps about one core busy.
+Results go to benchmarks/length_generalization.json with the accuracy at every length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jabcli.positions import ENCODINGS  # noqa: E402
+
+TASKS = ("reverse", "copy", "sort")
+BINS = ((1, 16), (17, 32), (33, 64))
+OUT = Path(__file__).with_name("length_generalization.json")
+
+
+def study_one(task: str, encoding: str, steps: int, samples: int, longest: int, seed: int):
+    """Train one model and evaluate it at every length 1..longest."""
+    import jax
+
+    from jabcli.config import resolve
+    from jabcli.train import Setup, Trainer, evaluate
+
+    sets = [
+        f"model.pos_encoding={encoding}",
+        "task.min_len=1",
+        "task.max_len=16",
+        f"train.eval_every={steps}",  # evaluate once, at the end
+        "train.target_seq_acc=1.0",
+    ]
+    cfg = resolve(task, sets=sets, steps=steps, seed=seed)
+    setup = Setup.create(cfg)
+    tic = time.perf_counter()
+    trainer = Trainer(setup)
+    outcome = trainer.run()
+    train_s = time.perf_counter() - tic
+    key = jax.random.PRNGKey(1000 + seed)
+    result = evaluate(setup, trainer.state.params, key, samples, 1, longest, each_length=True)
+    per_length = result["per_length"]
+    bins = {}
+    for low, high in BINS:
+        rows = [per_length[n] for n in range(low, min(high, longest) + 1) if n in per_length]
+        if rows:
+            bins[f"{low}-{high}"] = sum(r["seq_acc"] for r in rows) / len(rows)
+    return {
+        "task": task,
+        "pos_encoding": encoding,
+        "steps": outcome["step"],
+        "train_s": train_s,
+        "bins": bins,
+        "per_length": {n: r["seq_acc"] for n, r in per_length.items()},
+        "token_acc_per_length": {n: r["token_acc"] for n, r in per_length.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--encodings", nargs="+", default=list(ENCODINGS))
+    parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
+    parser.add_argument("--samples", type=int, default=100, help="held-out inputs per length")
+    parser.add_argument("--longest", type=int, default=64, help="longest input evaluated")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2, help="models trained at once")
+    parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.samples, args.longest = 100, 10, 24
+    jobs = [(t, e) for t in args.tasks for e in args.encodings]
+    print(
+        f"Training {len(jobs)} models ({args.steps} steps each, {args.jobs} at a time), "
+        f"then {args.samples} held-out inputs at each length 1-{args.longest}",
+        file=sys.stderr,
+    )
+    tic = time.perf_counter()
+    context = multiprocessing.get_context("spawn")  # JAX does not survive fork
+    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+        futures = [
+            pool.submit(study_one, t, e, args.steps, args.samples, args.longest, args.seed)
+            for t, e in jobs
+        ]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            r = results[-1]
+            print(f"  {r['task']:8} {r['pos_encoding']:11} {r['train_s']:6.0f} s", file=sys.stderr)
+    report = {
+        "command": "python benchmarks/length_generalization.py"
+        + (" --quick" if args.quick else ""),
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{multiprocessing.cpu_count()} cores",
+        "steps": args.steps,
+        "samples_per_length": args.samples,
+        "train_lengths": [1, 16],
+        "seed": args.seed,
+        "wall_s": time.perf_counter() - tic,
+        "results": results,
+    }
+    args.out.write_text(json.dumps(report, indent=1))
+    print_table(report)
+
+
+def print_table(report: dict) -> None:
+    bins = [f"{low}-{high}" for low, high in BINS]
+    print(
+        f"Exact match by input length; trained on 1-16, {report['steps']} steps, "
+        f"{report['samples_per_length']} held-out inputs per length\n"
+    )
+    print("| task | encoding | " + " | ".join(bins) + " |")
+    print("|---|---|" + "---:|" * len(bins))
+    for r in report["results"]:
+        cells = [f"{100 * r['bins'][b]:.1f}%" if b in r["bins"] else "-" for b in bins]
+        print(f"| {r['task']} | {r['pos_encoding']} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

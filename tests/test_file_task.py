@@ -1,0 +1,91 @@
+"""A task from the user's own file of pairs, end to end through the command line."""
+
+import itertools
+import json
+
+import jax
+import numpy as np
+from jabrun import jab
+
+from jabcli.datafile import FileTask
+from jabcli.tokenizer import Tokenizer
+
+SMALL = [
+    "--set",
+    "model.d_model=32",
+    "--set",
+    "model.d_ff=64",
+    "--set",
+    "model.num_layers=1",
+    "--set",
+    "train.batch_size=32",
+    "--set",
+    "train.eval_every=100",
+    "--set",
+    "train.target_seq_acc=1.0",
+]
+
+
+def test_a_task_from_a_tsv_file_trains_evaluates_on_its_held_out_split_and_keeps_its_data(
+    tmp_path,
+):
+    words = ["".join(w) for n in range(1, 6) for w in itertools.product("abc", repeat=n)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w[::-1]}\n" for w in words))
+    jab(
+        "train",
+        "--task",
+        "file:pairs.tsv",
+        "--steps",
+        "300",
+        *SMALL,
+        "--out",
+        "runs/mine",
+        cwd=tmp_path,
+    )
+    run = tmp_path / "runs" / "mine"
+    assert (run / "task-data.tsv").read_text() == (tmp_path / "pairs.tsv").read_text()
+    (tmp_path / "pairs.tsv").unlink()  # the run keeps working from its own copy
+
+    result = json.loads(jab("eval", "--json", cwd=tmp_path).stdout)
+    assert result["samples"] == round(0.1 * len(words))  # all of the held-out split
+    assert result["train_lengths"] == [1, 5]
+    assert result["seq_acc"] > 0.5
+
+    out = jab("predict", "abcab", "cccccccc", cwd=tmp_path).stdout
+    assert "bacba" in out  # its reference answer, from the file
+    assert "no reference" in out  # an input the file does not hold
+
+
+def test_a_jsonl_file_gives_its_alphabet_and_lengths_to_the_run(tmp_path):
+    pairs = [{"input": f"{a}+{b}", "output": str(a + b)} for a in range(30) for b in range(30)]
+    (tmp_path / "sums.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    jab(
+        "train",
+        "--task",
+        "file:sums.jsonl",
+        "--steps",
+        "50",
+        *SMALL,
+        "--out",
+        "runs/s",
+        cwd=tmp_path,
+    )
+    config = (tmp_path / "runs" / "s" / "config.yaml").read_text()
+    assert "name: file:task-data.jsonl" in config
+    assert "alphabet: +0123456789" in config or "alphabet: '+0123456789'" in config
+    assert "min_len: 3" in config and "max_len: 5" in config
+
+
+def test_training_batches_never_contain_held_out_pairs(tmp_path):
+    words = ["".join(w) for n in range(1, 5) for w in itertools.product("ab", repeat=n)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}{w}\n" for w in words))
+    task, tok = FileTask.load(str(tmp_path / "pairs.tsv"), held_out=0.25), Tokenizer()
+    held_out = {w for w, kept in zip(words, task.is_held_out) if kept}
+    assert len(held_out) == round(0.25 * len(words))
+    batch = task.sample(jax.random.PRNGKey(0), 2000, 1, 4, None)
+    seen = {tok.decode(row) for row in np.asarray(batch.src)}
+    assert seen == set(words) - held_out
+    for src, out in zip(np.asarray(batch.src), np.asarray(batch.tgt_out)):
+        assert tok.decode(out) == task.solve(tok.decode(src))
+    evaluated = task.sample(jax.random.PRNGKey(1), 1000, 1, 4, None, held_out=True)
+    assert {tok.decode(row) for row in np.asarray(evaluated.src)} == held_out
