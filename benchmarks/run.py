@@ -480,10 +480,10 @@ def decode_steps(out: np.ndarray) -> int:
 
 def time_decoder(decoder, setup: Setup, params, src, max_out: int, repeats: int) -> dict:
     tic = time.perf_counter()
-    key = jax.random.PRNGKey(0)
-    compiled = decoder.lower(setup.fns, params, src, max_out, key).compile()
+    positions = setup.positions(jax.random.PRNGKey(0), src, max_out)
+    compiled = decoder.lower(setup.fns, params, src, max_out, *positions).compile()
     compile_s = time.perf_counter() - tic
-    runs = [timed(lambda: compiled(params, src, key)) for _ in range(repeats)]
+    runs = [timed(lambda: compiled(params, src, *positions)) for _ in range(repeats)]
     output = np.asarray(runs[-1][1])
     seconds = [s for s, _ in runs]
     return {

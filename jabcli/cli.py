@@ -194,7 +194,7 @@ def compare(
         typer.Option(
             "--lengths",
             help="Lengths to compare at, A-B (default: from the shortest training length "
-            "to twice the longest).",
+            "to twice the longest, as far as every run's positions allow).",
             metavar="A-B",
         ),
     ] = None,
@@ -215,10 +215,7 @@ def compare(
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
     loaded = [inspection.load(run, checkpoint, no_cache) for run in runs]
     if bounds is None:
-        bounds = (
-            min(one.cfg.task.min_len for one in loaded),
-            2 * max(one.cfg.task.max_len for one in loaded),
-        )
+        bounds = inspection.default_lengths(loaded)
     results = [
         inspection.evaluate_run(one, samples, *bounds, seed, each_length=True) for one in loaded
     ]

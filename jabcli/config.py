@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from jabcli.errors import JabError
+from jabcli.positions import ENCODINGS
 from jabcli.tasks import FILE_PREFIX, TASKS, Task, get_task, make_task, suggest
 from jabcli.tokenizer import DATA_CHARS
 
@@ -73,8 +74,10 @@ SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
 CHOICES = {
     "model.norm": ("post", "pre"),
     "model.activation": ("relu", "gelu"),
-    "model.pos_encoding": ("sinusoidal", "learned", "rope", "alibi", "randomized"),
+    "model.pos_encoding": ENCODINGS,
 }
+MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
+MAX_SHIFT = 1_000_000
 
 
 def preset_names() -> list[str]:
@@ -188,26 +191,34 @@ def resolve(
         if task.startswith(FILE_PREFIX):
             apply(config, file_preset(task), task)
         elif task.endswith((".yaml", ".yml")) or "/" in task:
-            apply(config, read_yaml(Path(task)), task)
+            apply_file(config, read_yaml(Path(task)), task)
         else:
             apply(config, preset(task), f"preset {task}")
     if config_file is not None:
-        data = read_yaml(config_file)
-        named = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
-        if task is None and isinstance(named, str) and named.startswith(FILE_PREFIX):
-            apply(config, file_preset(named), named)  # the file's alphabet and lengths first
-        apply(config, data, str(config_file))
+        apply_file(config, read_yaml(config_file), str(config_file))
     if task is None and config_file is None:
         raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
     for assignment in sets or []:
         key, value, raw = parse_set(assignment)
         set_key(config, key, value, "--set", raw)
+    builtin = TASKS.get(config.task.name)
+    if builtin and builtin.fixed_alphabet and config.task.alphabet == TaskConfig.alphabet:
+        config.task.alphabet = builtin.alphabet  # never set: the task's own, not the default
     if steps is not None:
         config.train.steps = steps
     if seed is not None:
         config.train.seed = seed
     validate(config)
     return config
+
+
+def apply_file(config: Config, data: dict[str, Any], source: str) -> None:
+    """Overlay a YAML file's mapping; one naming a data file gets that file's alphabet and
+    lengths underneath it."""
+    named = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
+    if isinstance(named, str) and named.startswith(FILE_PREFIX) and named != config.task.name:
+        apply(config, file_preset(named), named)
+    apply(config, data, source)
 
 
 def file_preset(name: str) -> dict[str, Any]:
@@ -255,7 +266,13 @@ def validate(config: Config) -> None:
     }.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")
+    if m.max_positions > MAX_POSITIONS:
+        raise JabError(
+            f"model.max_positions must be at most {MAX_POSITIONS}, got {m.max_positions}"
+        )
     check_positions(task, m, t.max_len, f"task.max_len {t.max_len}")
+    if abs(t.shift) > MAX_SHIFT:
+        raise JabError(f"task.shift must be between -{MAX_SHIFT} and {MAX_SHIFT}, got {t.shift}")
     for section, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
             value = getattr(getattr(config, section), f.name)
@@ -267,9 +284,15 @@ def validate(config: Config) -> None:
         raise JabError(f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}")
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
+    task.check_lengths(t.min_len, t.max_len)
     if m.d_model % m.num_heads:
         raise JabError(
             f"model.d_model ({m.d_model}) must be divisible by model.num_heads ({m.num_heads})"
+        )
+    if m.pos_encoding == "rope" and (m.d_model // m.num_heads) % 2:
+        raise JabError(
+            f"rope rotates pairs of dimensions: model.d_model / model.num_heads "
+            f"({m.d_model} / {m.num_heads}) must be even"
         )
     if not 0.0 <= m.dropout < 1.0:
         raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")

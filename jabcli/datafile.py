@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jabcli.errors import JabError
-from jabcli.tasks import Batch, Task, decoder_arrays, source_array
-from jabcli.tokenizer import DATA_CHARS, PAD_ID, Tokenizer, clean
+from jabcli.tasks import Batch, Task, assemble
+from jabcli.tokenizer import PAD_ID, Tokenizer, clean
 
 SPLIT_SEED = 0
 
@@ -38,17 +38,19 @@ class FileTask(Task):
     output_lengths: np.ndarray  # [N]
     is_held_out: np.ndarray  # [N] bool
     alphabet: str
+    expansion: int
     name = "file"
     description = "Input/output pairs from a file"
     fixed_alphabet = True
 
     @staticmethod
-    def load(path: str, held_out: float) -> FileTask:
+    def load(path: str, held_out: float, tokenizer: Tokenizer) -> FileTask:
         file = Path(path)
         if not file.is_file():
             raise JabError(f"data file {path!r} does not exist")
         stat = file.stat()
-        return _load(str(file.resolve()), stat.st_mtime_ns, stat.st_size, held_out)
+        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        return _load(*key, held_out, tuple(tokenizer.tokens))
 
     def preset(self) -> dict:
         return {
@@ -72,26 +74,45 @@ class FileTask(Task):
         in_range = (self.input_lengths >= min_len) & (self.input_lengths <= max_len)
         return np.flatnonzero(in_range & (self.is_held_out == held_out))
 
-    def sample(self, key, batch_size, min_len, max_len, symbol_ids, held_out=False):
-        """Training: `batch_size` pairs drawn with replacement. Held out: up to
-        `batch_size` distinct pairs (all of them when there are fewer)."""
-        rows = self.rows(min_len, max_len, held_out)
-        if held_out:
-            if len(rows) > batch_size:
-                rows = np.asarray(jax.random.choice(key, rows, (batch_size,), replace=False))
-        elif len(rows) == 0:
-            raise JabError(
-                f"{self.path} has no training pairs with input lengths {min_len}-{max_len}"
-            )
-        else:
-            rows = jnp.asarray(rows)[jax.random.randint(key, (batch_size,), 0, len(rows))]
-        src_len, tgt_len = max_len, self.target_length(max_len)
-        tokens = jnp.asarray(pad_to(self.inputs, src_len))[rows]
-        target = jnp.asarray(pad_to(self.outputs, tgt_len))[rows]
-        lengths = jnp.asarray(self.input_lengths)[rows]
-        target_lengths = jnp.asarray(self.output_lengths)[rows]
-        tgt_in, tgt_out = decoder_arrays(target, target_lengths, tgt_len + 1)
-        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+    def check_lengths(self, min_len: int, max_len: int) -> None:
+        """Both splits must hold pairs with input lengths in [min_len, max_len]."""
+        for held_out, split in ((False, "training"), (True, "held-out")):
+            if not len(self.rows(min_len, max_len, held_out)):
+                raise JabError(
+                    f"{self.path} has no {split} pairs with input lengths {min_len}-{max_len}"
+                )
+
+    def sample(self, key, batch_size, min_len, max_len, symbol_ids):
+        """`batch_size` training pairs, drawn with replacement."""
+        rows = jnp.asarray(self.rows(min_len, max_len, held_out=False))
+        return self.pairs(rows[jax.random.randint(key, (batch_size,), 0, len(rows))], max_len)
+
+    def held_out(self, key, samples, min_len, max_len, symbol_ids, each_length=False):
+        """Up to `samples` distinct held-out pairs (all of them when there are fewer), or
+        up to `samples` at each length; lengths the split lacks are left out."""
+        spans = (
+            [(n, n) for n in range(min_len, max_len + 1)] if each_length else [(min_len, max_len)]
+        )
+        chosen = []
+        for i, (low, high) in enumerate(spans):
+            rows = self.rows(low, high, held_out=True)
+            if len(rows) > samples:
+                rows = np.asarray(
+                    jax.random.choice(jax.random.fold_in(key, i), rows, (samples,), replace=False)
+                )
+            chosen.append(rows)
+        return self.pairs(jnp.asarray(np.concatenate(chosen), jnp.int32), max_len)
+
+    def pairs(self, rows: jax.Array, max_len: int) -> Batch:
+        """The pairs at `rows`, padded to sources of `max_len` symbols."""
+        tgt_len = self.target_length(max_len)
+        return assemble(
+            jnp.asarray(pad_to(self.inputs, max_len))[rows],
+            jnp.asarray(self.input_lengths)[rows],
+            jnp.asarray(pad_to(self.outputs, tgt_len))[rows],
+            jnp.asarray(self.output_lengths)[rows],
+            tgt_len + 1,
+        )
 
 
 def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
@@ -99,14 +120,17 @@ def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str, mtime_ns: int, size: int, held_out: float) -> FileTask:
-    pairs = read_pairs(Path(path))
-    tokenizer = Tokenizer()
+def _load(
+    path: str, mtime_ns: int, size: int, held_out: float, tokens: tuple[str, ...]
+) -> FileTask:
+    tokenizer = Tokenizer(tokens)
+    pairs = read_pairs(Path(path), tokenizer)
     inputs = sorted({source for source, _ in pairs})
     if len(inputs) < 2:
         raise JabError(f"{path} needs at least 2 different inputs (one to hold out)")
     shuffled = np.random.default_rng(SPLIT_SEED).permutation(len(inputs))
-    kept_out = {inputs[i] for i in shuffled[: max(1, round(held_out * len(inputs)))]}
+    count = min(len(inputs) - 1, max(1, round(held_out * len(inputs))))  # both splits non-empty
+    kept_out = {inputs[i] for i in shuffled[:count]}
     n = len(pairs)
     width_in = max(len(s) for s, _ in pairs)
     width_out = max(len(t) for _, t in pairs)
@@ -115,24 +139,27 @@ def _load(path: str, mtime_ns: int, size: int, held_out: float) -> FileTask:
     for i, (source, target) in enumerate(pairs):
         src[i, : len(source)] = tokenizer.ids(source)
         tgt[i, : len(target)] = tokenizer.ids(target)
+    input_lengths = np.array([len(s) for s, _ in pairs], np.int32)
+    output_lengths = np.array([len(t) for _, t in pairs], np.int32)
     return FileTask(
         path=path,
         answers=dict(pairs),
         inputs=src,
         outputs=tgt,
-        input_lengths=np.array([len(s) for s, _ in pairs], np.int32),
-        output_lengths=np.array([len(t) for _, t in pairs], np.int32),
+        input_lengths=input_lengths,
+        output_lengths=output_lengths,
         is_held_out=np.array([s in kept_out for s, _ in pairs]),
         alphabet="".join(sorted({c for s in inputs for c in s})),
+        expansion=math.ceil(float(np.max(output_lengths / input_lengths))),
     )
 
 
-def read_pairs(path: Path) -> list[tuple[str, str]]:
+def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
     """(input, output) pairs, with a one-line error naming the first bad line."""
     if path.suffix.lower() not in (".tsv", ".jsonl"):
         raise JabError(f"data file {path.name!r} must end in .tsv or .jsonl")
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError:
         raise JabError(f"{path} is not a UTF-8 text file") from None
     except OSError as err:
@@ -146,11 +173,12 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
         source, target = clean(source), clean(target)
         if not source or not target:
             raise JabError(f"{where}: input and output must not be empty")
-        unknown = sorted(set(source + target) - set(DATA_CHARS))
+        vocabulary = "".join(tokenizer.tokens[3:])
+        unknown = sorted(set(source + target) - set(vocabulary))
         if unknown:
             raise JabError(
                 f"{where}: characters {''.join(unknown)!r} are not in jab's vocabulary "
-                f"{DATA_CHARS!r}"
+                f"{vocabulary!r}"
             )
         if pairs.get(source, target) != target:
             raise JabError(f"{where}: input {source!r} appears earlier with another output")

@@ -3,8 +3,8 @@
 `greedy_decode` feeds one token at a time through the decoder with a key/value cache
 (the encoder's keys and values are computed once per sequence); `greedy_decode_full`
 reruns the whole decoder at every step and is kept as the reference it is tested
-and benchmarked against. `key` draws the positions of a `randomized` encoding (the
-other encodings ignore it); the same key gives the same positions in both.
+and benchmarked against. Both read the
+positions [B, S] and [B, max_out] the model's encoding needs (`Setup.positions`).
 """
 
 from __future__ import annotations
@@ -24,18 +24,17 @@ def _finish(tokens: jax.Array) -> jax.Array:
     return jnp.where(after_eos, PAD_ID, tokens)
 
 
-def draw_positions(fns: ModelFns, key: jax.Array, src: jax.Array, max_out: int):
-    """The positions the model reads for a source [B, S] and a target [B, max_out]."""
-    src_key, tgt_key = jax.random.split(key)
-    batch = src.shape[0]
-    return fns.positions(src_key, batch, src.shape[1]), fns.positions(tgt_key, batch, max_out)
-
-
 @partial(jax.jit, static_argnames=("fns", "max_out"))
-def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int, key: jax.Array) -> jax.Array:
+def greedy_decode(
+    fns: ModelFns,
+    params,
+    src: jax.Array,
+    max_out: int,
+    src_positions: jax.Array,
+    tgt_positions: jax.Array,
+) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch = src.shape[0]
-    src_positions, tgt_positions = draw_positions(fns, key, src, max_out)
     memory = fns.encode(params, None, src, src_positions)
     cache = fns.init_cache(params, None, memory, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
@@ -58,11 +57,15 @@ def greedy_decode(fns: ModelFns, params, src: jax.Array, max_out: int, key: jax.
 
 @partial(jax.jit, static_argnames=("fns", "max_out"))
 def greedy_decode_full(
-    fns: ModelFns, params, src: jax.Array, max_out: int, key: jax.Array
+    fns: ModelFns,
+    params,
+    src: jax.Array,
+    max_out: int,
+    src_positions: jax.Array,
+    tgt_positions: jax.Array,
 ) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
     batch = src.shape[0]
-    src_positions, tgt_positions = draw_positions(fns, key, src, max_out)
     tgt_in = jnp.full((batch, max_out), PAD_ID, jnp.int32).at[:, 0].set(BOS_ID)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
 

@@ -196,36 +196,44 @@ def length_chart(
     train_range: tuple[int, int],
     title: str = "Exact match by input length",
     height: int = 8,
+    columns: int = 64,
 ) -> Group:
-    """A column per length, as tall as its exact match; lengths trained on are green."""
+    """A column per length, as tall as its exact match; lengths trained on are green.
+
+    Past `columns` lengths, each column is the mean of a few neighbouring lengths.
+    """
     lengths = sorted(per_length)
-    width = max(1, min(3, 64 // len(lengths)))  # characters per column
+    per_column = -(-len(lengths) // columns)
+    groups = [lengths[i : i + per_column] for i in range(0, len(lengths), per_column)]
+    width = max(1, min(3, columns // len(groups)))  # characters per column
+    heights = [sum(per_length[n]["seq_acc"] for n in g) / len(g) for g in groups]
+    trained = [in_range(g[0], train_range) for g in groups]
     margin = "     "
     rows = []
     for level in range(height, 0, -1):
         row = Text("100% " if level == height else margin, style="dim")
-        for length in lengths:
-            eighths = round(8 * height * per_length[length]["seq_acc"]) - 8 * (level - 1)
+        for value, inside in zip(heights, trained):
+            eighths = round(8 * height * value) - 8 * (level - 1)
             cell = EIGHTHS[max(0, min(8, eighths))] * width
-            row.append(cell, style="green" if in_range(length, train_range) else "yellow")
+            row.append(cell, style="green" if inside else "yellow")
         rows.append(row)
     axis = Text("  0% ", style="dim")
-    ticks = [" "] * (width * len(lengths))
-    for i, length in enumerate(lengths):
-        trained = in_range(length, train_range)
-        axis.append(("━" if trained else "─") * width, style="green" if trained else "yellow")
-        label, at = str(length), i * width
-        wanted = i in (0, len(lengths) - 1) or length % (4 if width > 1 else 8) == 0
-        free = at + len(label) <= len(ticks) and all(
-            t == " " for t in ticks[max(0, at - 1) : at + len(label) + 1]
-        )
-        if wanted and free:
+    ticks = [" "] * (width * len(groups))
+    step = 4 if width > 1 else 8
+    for i, (group, inside) in enumerate(zip(groups, trained)):
+        axis.append(("━" if inside else "─") * width, style="green" if inside else "yellow")
+        label, at = str(group[0]), i * width
+        wanted = i in (0, len(groups) - 1) or any(n % step == 0 for n in group)
+        room = ticks[max(0, at - 1) : at + len(label) + 1]
+        if wanted and at + len(label) <= len(ticks) and set(room) == {" "}:
             ticks[at : at + len(label)] = list(label)
     low, high = train_range
     legend = Text(margin)
     legend.append("━━ trained on", style="green")
     legend.append(f" lengths {low}-{high}   ")
     legend.append("── beyond training", style="yellow")
+    if per_column > 1:
+        legend.append(f"   (each column: mean of {per_column} lengths)", style="dim")
     return Group(
         Text(title, style="bold"), *rows, axis, Text(margin + "".join(ticks), style="dim"), legend
     )

@@ -16,7 +16,7 @@ from jabcli.runs import Run, atomic_write
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, clean
 
 EVAL_SEED_STREAM = 3  # `jab eval` draws from its own stream, apart from training's
-DECODE_KEY = 0  # `jab predict` and `jab show-attention` decode with fixed positions' key
+DECODE_KEY = 0  # `jab predict` and `show-attention` draw randomized positions from this key
 
 
 @dataclass
@@ -65,6 +65,20 @@ def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
     check_positions(task, loaded.cfg.model, max_len, f"length {max_len}")
 
 
+def default_lengths(runs: list[Loaded]) -> tuple[int, int]:
+    """From the shortest training length (that every task accepts) to twice the longest,
+    cut to what every run's positions allow."""
+    low = max(
+        min(one.cfg.task.min_len for one in runs),
+        max(one.setup.task.min_length for one in runs),
+    )
+    high = 2 * max(one.cfg.task.max_len for one in runs)
+    for one in runs:
+        while high > low and one.setup.task.positions_needed(high) > one.cfg.model.max_positions:
+            high -= 1
+    return low, high
+
+
 def evaluate_run(
     loaded: Loaded,
     samples: int,
@@ -88,10 +102,6 @@ def evaluate_run(
     check_lengths(loaded, min_len, max_len)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
     result = evaluate(loaded.setup, loaded.params, key, samples, min_len, max_len, each_length)
-    if result["samples"] == 0:
-        raise JabError(
-            f"{loaded.setup.task.path} has no held-out pairs with input lengths {min_len}-{max_len}"
-        )
     if each_length:  # a data file may have no held-out pairs at some lengths
         result["missing_lengths"] = [
             n for n in range(min_len, max_len + 1) if n not in result["per_length"]
@@ -126,19 +136,21 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     return batch
 
 
-def decode_batch(loaded: Loaded, src: np.ndarray) -> np.ndarray:
+def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
+    """Greedy answers [B, max_out] to a source batch, and the positions they were read at."""
     import jax
 
     from jabcli.decode import greedy_decode
 
     max_out = loaded.setup.task.target_length(src.shape[1] - 1) + 1
-    key = jax.random.PRNGKey(DECODE_KEY)
-    return np.asarray(greedy_decode(loaded.setup.fns, loaded.params, src, max_out, key))
+    positions = loaded.setup.positions(jax.random.PRNGKey(DECODE_KEY), src, max_out)
+    out = greedy_decode(loaded.setup.fns, loaded.params, src, max_out, *positions)
+    return np.asarray(out), positions
 
 
 def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     src = encode_inputs(loaded, texts)
-    outputs = decode_batch(loaded, src)
+    outputs, _ = decode_batch(loaded, src)
     rows = []
     for text, out in zip(texts, outputs):
         answer = loaded.tokenizer.decode(out)
@@ -159,25 +171,20 @@ def random_input(loaded: Loaded) -> str:
 
     seed = int.from_bytes(os.urandom(4), "little")
     key = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_SEED_STREAM)
-    batch = loaded.setup.sample(key, 1, held_out=True)
+    t = loaded.cfg.task
+    batch = loaded.setup.held_out(key, 1, t.min_len, t.max_len)
     return loaded.tokenizer.decode(np.asarray(batch.src[0]))
 
 
 def attention(loaded: Loaded, text: str, kind: str):
     """Decode `text`; return weights [layers, heads, rows, cols], row and column labels, answer."""
-    import jax
-
-    from jabcli.decode import draw_positions
-
     src = encode_inputs(loaded, [text])
-    out = decode_batch(loaded, src)[0]
+    outputs, (src_positions, tgt_positions) = decode_batch(loaded, src)
+    out = outputs[0]
     ends = np.flatnonzero(out == EOS_ID)
     produced = out[: ends[0] + 1] if ends.size else out
     tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
-    # The positions decoding used, so the picture shows the computation that answered.
-    src_positions, tgt_positions = draw_positions(
-        loaded.setup.fns, jax.random.PRNGKey(DECODE_KEY), src, len(out)
-    )
+    # The positions decoding read, so the picture shows the computation that answered.
     _, weights = loaded.setup.fns.forward(
         loaded.params,
         None,

@@ -1,8 +1,8 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in Haiku.
 
-Read top to bottom: positional encoding, attention, feed-forward, the two layer
-kinds, then the whole model. Shapes use B = batch, S = source time, T = target time,
-D = d_model, H = heads, K = D / H.
+Read top to bottom: masks, attention, feed-forward, the two layer kinds, then the
+whole model. The positional encodings it can use are in positions.py. Shapes use
+B = batch, S = source time, T = target time, D = d_model, H = heads, K = D / H.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class Residual(hk.Module):
 
 def self_attention_encoding(cfg: ModelConfig) -> str | None:
     """The encoding that acts inside self-attention, if any (rope or alibi)."""
-    return cfg.pos_encoding if cfg.pos_encoding in ("rope", "alibi") else None
+    return cfg.pos_encoding if cfg.pos_encoding in pos.IN_ATTENTION else None
 
 
 class EncoderLayer(hk.Module):
@@ -267,7 +267,7 @@ class Transformer(hk.Module):
     ) -> tuple[jax.Array, jax.Array]:
         """src [B, S] at positions [B, S] (default 0, 1, ...)
         -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
-        positions = counting(src) if positions is None else positions
+        positions = pos.counting(*src.shape) if positions is None else positions
         x = self.embed_tokens(src, positions, is_training)
         mask = padding_mask(src.shape[1], src)
         all_weights = []
@@ -281,7 +281,7 @@ class Transformer(hk.Module):
     def decode(self, tgt_in, memory, src, positions=None, is_training: bool = False):
         """tgt_in [B, T] at positions [B, T] with memory [B, S, D]
         -> (logits [B, T, V], self and cross weights)."""
-        positions = counting(tgt_in) if positions is None else positions
+        positions = pos.counting(*tgt_in.shape) if positions is None else positions
         x = self.embed_tokens(tgt_in, positions, is_training)
         length = tgt_in.shape[1]
         # Target padding only ever trails the target, so it is always in the future of a
@@ -333,13 +333,8 @@ class Transformer(hk.Module):
         return self.logits(x)[:, 0], new_cache
 
 
-def counting(ids: jax.Array) -> jax.Array:
-    """[B, T] positions 0, 1, ..., T - 1."""
-    return jnp.broadcast_to(jnp.arange(ids.shape[1], dtype=jnp.int32), ids.shape)
-
-
 class ModelFns(NamedTuple):
-    """Pure functions of (params, rng, ...) built by `build`, and `positions(key, batch,
+    """Pure functions of (params, rng, ...) built by `build`, and `positions(key, counts,
     width)`, which gives the positions [batch, width] the model's encoding reads."""
 
     init: callable

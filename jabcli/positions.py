@@ -9,17 +9,19 @@
 - `alibi`: no position vectors; self-attention scores get a penalty growing linearly
   with distance, with one slope per head (Press et al. 2022).
 - `randomized`: sinusoidal vectors at positions drawn at random, sorted, from
-  [0, model.max_positions), at training and at evaluation (Ruoss et al. 2023). Every
-  sequence of a batch draws as many positions as the padded batch is wide, never as
-  many as its own length, so the decoder's positions say nothing about how long its
-  answer will be; source and target draw separately, and cross-attention sees only
-  content.
+  [0, model.max_positions), at training and at evaluation (Ruoss et al. 2023). How
+  many positions a sequence draws depends only on its source: source length + 1 for
+  the encoder and the longest answer that source can have for the decoder
+  (`Setup.positions`), never the answer's actual length, which the causal decoder
+  must not be told. A sequence draws the same way in any batch, of any width.
+  Source and target draw separately; cross-attention sees only content.
 
 rope and alibi act inside self-attention only: cross-attention compares a target
 position with a source position, which carry no common origin.
 
-Positions are integer arrays [B, T] made by `draw`, so every encoding reads the same
-positions during training, full decoding and incremental decoding.
+Positions are integer arrays [B, T] made by `draw` and passed to the model, so every
+encoding reads the same positions during training, full decoding and incremental
+decoding.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "randomized")
-ADDED = ("sinusoidal", "learned", "randomized")  # encodings added to the embeddings
+ADDED = ("sinusoidal", "learned", "randomized")  # vectors added to the token embeddings
+IN_ATTENTION = ("rope", "alibi")  # act on self-attention scores instead
 
 
 def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
@@ -42,22 +45,35 @@ def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
     return encoding
 
 
+def counting(batch: int, width: int) -> jax.Array:
+    """[batch, width] positions 0, 1, ..., width - 1."""
+    return jnp.broadcast_to(jnp.arange(width, dtype=jnp.int32), (batch, width))
+
+
 def draw(
-    encoding: str, max_positions: int, key: jax.Array | None, batch: int, width: int
+    encoding: str, max_positions: int, key: jax.Array, counts: jax.Array, width: int
 ) -> jax.Array:
-    """[batch, width] positions: 0, 1, ... or, for `randomized`, a sorted random draw."""
+    """[B, width] positions: 0, 1, ... or, for `randomized`, a sorted random draw of
+    `counts[b]` positions for row b (see `randomized_positions`)."""
     if encoding != "randomized":
-        return jnp.broadcast_to(jnp.arange(width, dtype=jnp.int32), (batch, width))
-    if key is None:
-        raise ValueError("randomized positions need a random key")
-    return randomized_positions(key, batch, width, max_positions)
+        return counting(counts.shape[0], width)
+    return randomized_positions(key, counts, width, max_positions)
 
 
-def randomized_positions(key: jax.Array, batch: int, width: int, max_positions: int) -> jax.Array:
-    """[batch, width] distinct positions from [0, max_positions), sorted along each row."""
-    # The `width` smallest of max_positions uniform scores are a uniform random subset.
-    scores = jax.random.uniform(key, (batch, max_positions))
-    _, chosen = jax.lax.top_k(-scores, width)
+def randomized_positions(
+    key: jax.Array, counts: jax.Array, width: int, max_positions: int
+) -> jax.Array:
+    """[B, width]: row b holds counts[b] distinct positions from [0, max_positions), sorted,
+    then max_positions - 1 in its remaining slots.
+
+    A row's draw depends only on the key, its row number and its count: not on the
+    other rows, nor on how wide the batch is.
+    """
+    row_keys = jax.vmap(lambda row: jax.random.fold_in(key, row))(jnp.arange(counts.shape[0]))
+    scores = jax.vmap(lambda k: jax.random.uniform(k, (max_positions,)))(row_keys)
+    # The c lowest-scoring positions are a uniform random c-subset, whatever `width` is.
+    _, lowest = jax.lax.top_k(-scores, width)
+    chosen = jnp.where(jnp.arange(width) < counts[:, None], lowest, max_positions - 1)
     return jnp.sort(chosen, axis=1).astype(jnp.int32)
 
 

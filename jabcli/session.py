@@ -80,7 +80,7 @@ def _train(
 
     check_devices(cfg)
     setup = Setup.create(cfg, tokenizer)
-    run = existing or Run.create(out or runs.new_run_dir(cfg.task.name), cfg, tokenizer)
+    run = existing or _create(cfg, tokenizer, out)
     try:
         with run.lock():
             outcome = _loop(run, setup, existing is not None, stop)
@@ -95,6 +95,19 @@ def _train(
     console.print()
     console.print(summary(str(run.path), outcome, cfg.train.target_seq_acc))
     console.print(f"Next: jab eval --run {run.path}   |   jab show-attention --run {run.path}")
+
+
+def _create(cfg: Config, tokenizer: Tokenizer, out: Path | None) -> Run:
+    """A new run folder with its config; on failure, nothing of it is left behind."""
+    existed = out is not None and out.is_dir()  # start() allows only an empty one
+    path = out or runs.new_run_dir(cfg.task.name)
+    try:
+        return Run.create(path, cfg, tokenizer)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        if existed:
+            path.mkdir()
+        raise
 
 
 def _resume_state(run: Run, setup: Any, console: Any) -> Any:

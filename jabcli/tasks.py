@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jabcli.errors import JabError
-from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 if TYPE_CHECKING:
     from jabcli.config import TaskConfig
@@ -39,7 +39,8 @@ class Task:
     """A sequence-to-sequence task over a fixed alphabet.
 
     `targets` maps a padded batch of sources to its targets; tasks whose sources are not
-    uniform strings (addition, data files) override `sample` instead.
+    uniform strings override `sample_lengths` (addition) or `sample` and `held_out`
+    (pairs read from a file).
     """
 
     name: str = ""
@@ -47,6 +48,7 @@ class Task:
     alphabet: str = "0123456789"  # what the preset draws sources from
     fixed_alphabet: bool = False  # True when task.alphabet may not change it
     min_length: int = 1  # shortest valid source
+    expansion: int = 1  # answers to sources of length L are shorter than expansion * (L + 1)
 
     def configure(self, cfg: TaskConfig) -> Task:
         """This task with the options in `cfg` applied (most tasks have none)."""
@@ -58,6 +60,9 @@ class Task:
 
     def check_input(self, text: str) -> None:
         """Raise a JabError when `text` is not a valid source for this task."""
+
+    def check_lengths(self, min_len: int, max_len: int) -> None:
+        """Raise a JabError when the task cannot train on lengths min_len-max_len."""
 
     def target_length(self, max_len: int) -> int:
         """The longest target for sources of up to `max_len` symbols."""
@@ -73,30 +78,51 @@ class Task:
         raise NotImplementedError
 
     def sample(
+        self, key: jax.Array, batch_size: int, min_len: int, max_len: int, symbol_ids: jax.Array
+    ) -> Batch:
+        """A training batch: lengths uniform in [min_len, max_len], symbols uniform."""
+        len_key, sym_key = jax.random.split(key)
+        lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
+        return self.sample_lengths(sym_key, lengths, max_len, symbol_ids)
+
+    def held_out(
         self,
         key: jax.Array,
-        batch_size: int,
+        samples: int,
         min_len: int,
         max_len: int,
         symbol_ids: jax.Array,
-        held_out: bool = False,
+        each_length: bool = False,
     ) -> Batch:
-        """A random batch: lengths uniform in [min_len, max_len], symbols uniform.
+        """An evaluation batch: `samples` sources with lengths uniform in the range or,
+        with `each_length`, `samples` sources at every length in it. Generated tasks draw
+        them as they draw training batches, from a key training never uses."""
+        if not each_length:
+            return self.sample(key, samples, min_len, max_len, symbol_ids)
+        lengths = jnp.repeat(jnp.arange(min_len, max_len + 1), samples)
+        return self.sample_lengths(key, lengths, max_len, symbol_ids)
 
-        Generated tasks draw held-out batches the same way (from a different key);
-        tasks read from a file draw them from their held-out split.
-        """
-        len_key, sym_key = jax.random.split(key)
-        lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
-        choice = jax.random.randint(sym_key, (batch_size, max_len), 0, symbol_ids.shape[0])
+    def sample_lengths(
+        self, key: jax.Array, lengths: jax.Array, max_len: int, symbol_ids: jax.Array
+    ) -> Batch:
+        """Sources of the given lengths [batch], each at most `max_len`, symbols uniform."""
+        choice = jax.random.randint(key, (lengths.shape[0], max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
         tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
-        return self.batch(tokens, lengths, max_len)
-
-    def batch(self, tokens: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         target, target_lengths = self.targets(tokens, lengths)
-        tgt_in, tgt_out = decoder_arrays(target, target_lengths, self.target_length(max_len) + 1)
-        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+        return assemble(tokens, lengths, target, target_lengths, self.target_length(max_len) + 1)
+
+
+def assemble(
+    tokens: jax.Array,
+    lengths: jax.Array,
+    target: jax.Array,
+    target_lengths: jax.Array,
+    tgt_len: int,
+) -> Batch:
+    """Padded sources and targets with their lengths -> the arrays the model reads."""
+    tgt_in, tgt_out = decoder_arrays(target, target_lengths, tgt_len)
+    return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
 
 
 def source_array(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
@@ -124,10 +150,10 @@ def decoder_arrays(
     return tgt_in.astype(jnp.int32), tgt_out.astype(jnp.int32)
 
 
-def gather(tokens: jax.Array, index: jax.Array, length: jax.Array) -> jax.Array:
-    """Row-wise tokens[b, index[b, i]] for i < length[b], <pad> after: [batch, width]."""
+def gather(tokens: jax.Array, index: jax.Array, length: jax.Array, fill=PAD_ID) -> jax.Array:
+    """Row-wise tokens[b, index[b, i]] for i < length[b], `fill` after: [batch, width]."""
     picked = jnp.take_along_axis(tokens, jnp.clip(index, 0, tokens.shape[1] - 1), axis=1)
-    return jnp.where(jnp.arange(index.shape[1])[None, :] < length[:, None], picked, PAD_ID)
+    return jnp.where(jnp.arange(index.shape[1])[None, :] < length[:, None], picked, fill)
 
 
 def positions(tokens: jax.Array, width: int | None = None) -> jax.Array:
@@ -160,6 +186,7 @@ class Reverse(Task):
 class Duplicate(Task):
     name = "duplicate"
     description = "Write the input twice: 314 -> 314314"
+    expansion = 2
 
     def solve(self, text):
         return text + text
@@ -256,11 +283,10 @@ class Addition(Task):
     def target_length(self, max_len):
         return max(1, max_len - 1)  # the sum has at most one digit more than the longer term
 
-    def sample(self, key, batch_size, min_len, max_len, symbol_ids, held_out=False):
+    def sample_lengths(self, key, lengths, max_len, symbol_ids):
         plus_id, digit_ids = symbol_ids[0], symbol_ids[1:]  # the alphabet is "+0123456789"
-        len_key, split_key, a_key, b_key = jax.random.split(key, 4)
-        lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
-        a_len = jax.random.randint(split_key, (batch_size,), 1, lengths - 1)
+        split_key, a_key, b_key = jax.random.split(key, 3)
+        a_len = jax.random.randint(split_key, lengths.shape, 1, lengths - 1)
         b_len = lengths - 1 - a_len
         a_digits = random_number(a_key, a_len, max_len)
         b_digits = random_number(b_key, b_len, max_len)
@@ -270,21 +296,19 @@ class Addition(Task):
         tokens = jnp.where(i == a_len[:, None], plus_id, digit_ids[digits])
         tokens = jnp.where(i < lengths[:, None], tokens, PAD_ID)
         # Add least significant digit first, carrying along the row.
-        a_low = gather(a_digits, a_len[:, None] - 1 - i, a_len)
-        b_low = gather(b_digits, b_len[:, None] - 1 - i, b_len)
+        a_low = gather(a_digits, a_len[:, None] - 1 - i, a_len, fill=0)
+        b_low = gather(b_digits, b_len[:, None] - 1 - i, b_len, fill=0)
 
         def add(carry, columns):
             total = columns[0] + columns[1] + carry
             return total // 10, total % 10
 
-        _, sum_low = jax.lax.scan(add, jnp.zeros(batch_size, jnp.int32), (a_low.T, b_low.T))
+        _, sum_low = jax.lax.scan(add, jnp.zeros_like(lengths), (a_low.T, b_low.T))
         sum_low = sum_low.T  # [batch, max_len], least significant first
         sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
         order = i if self.reverse_answer else sum_len[:, None] - 1 - i
-        answer = digit_ids[gather(sum_low, order, sum_len)]
-        answer = jnp.where(i < sum_len[:, None], answer, PAD_ID)[:, : self.target_length(max_len)]
-        tgt_in, tgt_out = decoder_arrays(answer, sum_len, self.target_length(max_len) + 1)
-        return Batch(source_array(tokens, lengths), tgt_in, tgt_out)
+        answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.target_length(max_len)]
+        return assemble(tokens, lengths, answer, sum_len, self.target_length(max_len) + 1)
 
 
 def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
@@ -320,12 +344,13 @@ def get_task(name: str) -> Task:
     return TASKS[name]
 
 
-def make_task(cfg: TaskConfig) -> Task:
-    """The task a config names, with its options: a built-in one or `file:PATH`."""
+def make_task(cfg: TaskConfig, tokenizer: Tokenizer | None = None) -> Task:
+    """The task a config names, with its options: a built-in one or `file:PATH` (whose
+    pairs are encoded with `tokenizer`, the run's vocabulary)."""
     if cfg.name.startswith(FILE_PREFIX):
         from jabcli.datafile import FileTask
 
-        return FileTask.load(cfg.name[len(FILE_PREFIX) :], cfg.held_out)
+        return FileTask.load(cfg.name[len(FILE_PREFIX) :], cfg.held_out, tokenizer or Tokenizer())
     return get_task(cfg.name).configure(cfg)
 
 

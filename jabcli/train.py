@@ -22,7 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jabcli.config import Config
-from jabcli.decode import draw_positions, greedy_decode
+from jabcli.decode import greedy_decode
 from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.tasks import Batch, Task, make_task
@@ -91,7 +91,7 @@ class Setup:
         tokenizer = tokenizer or Tokenizer()
         return cls(
             cfg=cfg,
-            task=make_task(cfg.task),
+            task=make_task(cfg.task, tokenizer),
             tokenizer=tokenizer,
             fns=build(cfg.model, len(tokenizer)),
             optimizer=make_optimizer(cfg),
@@ -122,7 +122,6 @@ class Setup:
         batch_size: int,
         min_len: int | None = None,
         max_len: int | None = None,
-        held_out: bool = False,
     ) -> Batch:
         t = self.cfg.task
         return self.task.sample(
@@ -131,7 +130,32 @@ class Setup:
             t.min_len if min_len is None else min_len,
             t.max_len if max_len is None else max_len,
             jnp.asarray(self.symbol_ids),
-            held_out,
+        )
+
+    def held_out(
+        self, key: jax.Array, samples: int, min_len: int, max_len: int, each_length: bool = False
+    ) -> Batch:
+        return self.task.held_out(
+            key, samples, min_len, max_len, jnp.asarray(self.symbol_ids), each_length
+        )
+
+    def positions(
+        self, key: jax.Array, src: jax.Array, tgt_len: int
+    ) -> tuple[jax.Array, jax.Array]:
+        """The positions the model reads for sources [B, S] and targets [B, tgt_len].
+
+        A randomized encoding draws, per sequence, as many as its source needs (length +
+        <eos>) and as many as the longest answer that source can have: never the actual
+        answer's length, which would tell the decoder when to stop.
+        """
+        limit = self.cfg.model.max_positions
+        src_counts = jnp.sum(src != PAD_ID, axis=1)
+        tgt_counts = jnp.minimum(self.task.expansion * src_counts, limit)
+        src_key, tgt_key = jax.random.split(key)
+        wide = min(self.task.expansion * src.shape[1], limit)  # >= tgt_len, see Task.expansion
+        return (
+            self.fns.positions(src_key, src_counts, src.shape[1]),
+            self.fns.positions(tgt_key, tgt_counts, wide)[:, :tgt_len],
         )
 
     def init(self, seed: int) -> TrainingState:
@@ -145,8 +169,8 @@ class Setup:
         return TrainingState(params, self.optimizer.init(params), rng, jnp.asarray(0, jnp.int32))
 
     def loss(self, params, key, batch: Batch, positions_key: jax.Array):
-        src_positions, tgt_positions = draw_positions(
-            self.fns, positions_key, batch.src, batch.tgt_in.shape[1]
+        src_positions, tgt_positions = self.positions(
+            positions_key, batch.src, batch.tgt_in.shape[1]
         )
         logits, _ = self.fns.forward(
             params,
@@ -210,40 +234,21 @@ def evaluate(
     min_len = setup.cfg.task.min_len if min_len is None else min_len
     max_len = setup.cfg.task.max_len if max_len is None else max_len
     sample_key, positions_key = jax.random.split(key)
-    if each_length:
-        batches = [
-            setup.sample(jax.random.fold_in(sample_key, n), samples, n, n, held_out=True)
-            for n in range(min_len, max_len + 1)
-        ]
-        batch = concatenate(batches, max_len + 1, setup.task.target_length(max_len) + 1)
-    else:
-        batch = setup.sample(sample_key, samples, min_len, max_len, held_out=True)
+    batch = setup.held_out(sample_key, samples, min_len, max_len, each_length)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    max_out = setup.task.target_length(max_len) + 1
+    if not len(src):
+        raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
+    max_out = tgt_out.shape[1]
     predicted = np.zeros((len(src), max_out), np.int32)
     for start in range(0, len(src), DECODE_CHUNK):
         chunk = src[start : start + DECODE_CHUNK]
         rows = len(chunk)
         if len(src) > DECODE_CHUNK:  # keep one shape, so one compilation
             chunk = np.pad(chunk, ((0, DECODE_CHUNK - rows), (0, 0)), constant_values=EOS_ID)
-        chunk_key = jax.random.fold_in(positions_key, start)
-        decoded = greedy_decode(setup.fns, params, jnp.asarray(chunk), max_out, chunk_key)
+        positions = setup.positions(jax.random.fold_in(positions_key, start), chunk, max_out)
+        decoded = greedy_decode(setup.fns, params, jnp.asarray(chunk), max_out, *positions)
         predicted[start : start + rows] = np.asarray(decoded)[:rows]
     return score(setup, src, predicted, tgt_out)
-
-
-def concatenate(batches: list[Batch], src_len: int, tgt_len: int) -> Batch:
-    """Batches of different widths as one, <pad>-filled to [sum of rows, src_len / tgt_len]."""
-
-    def widen(a, width):
-        return np.pad(np.asarray(a), ((0, 0), (0, width - a.shape[1])), constant_values=PAD_ID)
-
-    return Batch(
-        *(
-            np.concatenate([widen(getattr(b, field), width) for b in batches])
-            for field, width in (("src", src_len), ("tgt_in", tgt_len), ("tgt_out", tgt_len))
-        )
-    )
 
 
 def score(setup: Setup, src: np.ndarray, predicted: np.ndarray, expected: np.ndarray) -> dict:

@@ -7,7 +7,9 @@ import jax
 import numpy as np
 from jabrun import jab
 
+from jabcli import config
 from jabcli.datafile import FileTask
+from jabcli.tasks import make_task
 from jabcli.tokenizer import Tokenizer
 
 SMALL = [
@@ -44,6 +46,7 @@ def test_a_task_from_a_tsv_file_trains_evaluates_on_its_held_out_split_and_keeps
     )
     run = tmp_path / "runs" / "mine"
     assert (run / "task-data.tsv").read_text() == (tmp_path / "pairs.tsv").read_text()
+    assert "name: file:task-data.tsv" in (run / "config.yaml").read_text()
     (tmp_path / "pairs.tsv").unlink()  # the run keeps working from its own copy
 
     result = json.loads(jab("eval", "--json", cwd=tmp_path).stdout)
@@ -56,30 +59,22 @@ def test_a_task_from_a_tsv_file_trains_evaluates_on_its_held_out_split_and_keeps
     assert "no reference" in out  # an input the file does not hold
 
 
-def test_a_jsonl_file_gives_its_alphabet_and_lengths_to_the_run(tmp_path):
+def test_a_jsonl_file_gives_its_alphabet_and_lengths_to_the_config(tmp_path, monkeypatch):
     pairs = [{"input": f"{a}+{b}", "output": str(a + b)} for a in range(30) for b in range(30)]
     (tmp_path / "sums.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    jab(
-        "train",
-        "--task",
-        "file:sums.jsonl",
-        "--steps",
-        "50",
-        *SMALL,
-        "--out",
-        "runs/s",
-        cwd=tmp_path,
-    )
-    config = (tmp_path / "runs" / "s" / "config.yaml").read_text()
-    assert "name: file:task-data.jsonl" in config
-    assert "alphabet: +0123456789" in config or "alphabet: '+0123456789'" in config
-    assert "min_len: 3" in config and "max_len: 5" in config
+    monkeypatch.chdir(tmp_path)
+    cfg = config.resolve("file:sums.jsonl", sets=["task.max_len=4"])
+    assert (cfg.task.alphabet, cfg.task.min_len, cfg.task.max_len) == ("+0123456789", 3, 4)
+    task = make_task(cfg.task)
+    assert task.solve("12+7") == "19" and task.solve("7+12") == "19"
+    assert task.solve("99+99") is None
 
 
 def test_training_batches_never_contain_held_out_pairs(tmp_path):
     words = ["".join(w) for n in range(1, 5) for w in itertools.product("ab", repeat=n)]
     (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}{w}\n" for w in words))
-    task, tok = FileTask.load(str(tmp_path / "pairs.tsv"), held_out=0.25), Tokenizer()
+    tok = Tokenizer()
+    task = FileTask.load(str(tmp_path / "pairs.tsv"), 0.25, tok)
     held_out = {w for w, kept in zip(words, task.is_held_out) if kept}
     assert len(held_out) == round(0.25 * len(words))
     batch = task.sample(jax.random.PRNGKey(0), 2000, 1, 4, None)
@@ -87,5 +82,5 @@ def test_training_batches_never_contain_held_out_pairs(tmp_path):
     assert seen == set(words) - held_out
     for src, out in zip(np.asarray(batch.src), np.asarray(batch.tgt_out)):
         assert tok.decode(out) == task.solve(tok.decode(src))
-    evaluated = task.sample(jax.random.PRNGKey(1), 1000, 1, 4, None, held_out=True)
+    evaluated = task.held_out(jax.random.PRNGKey(1), 1000, 1, 4, None)
     assert {tok.decode(row) for row in np.asarray(evaluated.src)} == held_out

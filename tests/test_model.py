@@ -90,9 +90,13 @@ def test_cached_decoding_gives_the_same_answers_as_full_recomputation(norm, pos_
     # Larger weights than at initialisation, so that answers vary from token to token.
     params = jax.tree_util.tree_map(lambda w: 3 * w, params)
     src = jax.random.randint(jax.random.PRNGKey(3), (16, 9), 3, VOCAB)
-    key = jax.random.PRNGKey(4)
-    fast = greedy_decode(fns, params, src, 12, key)
-    slow = greedy_decode_full(fns, params, src, 12, key)
+    counts = jnp.full((16,), 9)
+    positions = (
+        fns.positions(jax.random.PRNGKey(4), counts, 9),
+        fns.positions(jax.random.PRNGKey(5), counts + 3, 12),
+    )
+    fast = greedy_decode(fns, params, src, 12, *positions)
+    slow = greedy_decode_full(fns, params, src, 12, *positions)
     np.testing.assert_array_equal(fast, slow)
     assert len(np.unique(np.asarray(fast))) > 3
 

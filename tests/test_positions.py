@@ -42,19 +42,28 @@ def test_alibi_biases_fall_with_distance_and_are_steepest_in_the_first_head():
     assert np.all(bias[0, query, :] <= bias[3, query, :])
 
 
-@pytest.mark.parametrize("width", [1, 17, 64, 256])
-def test_randomized_positions_are_sorted_distinct_and_within_range(width):
-    positions = np.asarray(randomized_positions(jax.random.PRNGKey(width), 64, width, 256))
-    assert positions.shape == (64, width)
+@pytest.mark.parametrize("count", [1, 17, 64, 256])
+def test_randomized_positions_are_sorted_distinct_and_within_range(count):
+    counts = jnp.full((64,), count)
+    positions = np.asarray(randomized_positions(jax.random.PRNGKey(count), counts, count, 256))
+    assert positions.shape == (64, count)
     assert positions.min() >= 0 and positions.max() < 256
     assert np.all(np.diff(positions, axis=1) > 0)
-    if width < 256:  # rows draw differently, and reach beyond the first `width` positions
+    if count < 256:  # rows draw differently, and reach beyond the first `count` positions
         assert len({tuple(row) for row in positions}) > 1
-        assert positions.max() >= width
+        assert positions.max() >= count
+
+
+def test_a_sequence_draws_the_same_positions_in_any_batch_width():
+    key = jax.random.PRNGKey(7)
+    narrow = np.asarray(randomized_positions(key, jnp.array([5, 9]), 9, 128))
+    wide = np.asarray(randomized_positions(key, jnp.array([5, 9, 40]), 40, 128))
+    np.testing.assert_array_equal(wide[:2, :9], narrow)
+    assert np.all(np.diff(narrow[0, :5]) > 0) and np.all(narrow[0, 5:] == 127)
 
 
 def test_only_randomized_encoding_draws_positions():
-    key = jax.random.PRNGKey(0)
+    key, counts = jax.random.PRNGKey(0), jnp.array([5, 5])
     for encoding in ("sinusoidal", "learned", "rope", "alibi"):
-        np.testing.assert_array_equal(draw(encoding, 64, key, 2, 5), [[0, 1, 2, 3, 4]] * 2)
-    assert not np.array_equal(draw("randomized", 64, key, 2, 5), [[0, 1, 2, 3, 4]] * 2)
+        np.testing.assert_array_equal(draw(encoding, 64, key, counts, 5), [[0, 1, 2, 3, 4]] * 2)
+    assert not np.array_equal(draw("randomized", 64, key, counts, 5), [[0, 1, 2, 3, 4]] * 2)
