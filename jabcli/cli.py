@@ -68,10 +68,7 @@ def tasks_command(
         table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
     console.print(table)
     console.print("Train one with: jab train --task NAME")
-    console.print(
-        "Or on your own pairs: jab train --task file:PATH "
-        '(a .tsv of input<TAB>output lines, or .jsonl of {"input": ..., "output": ...})'
-    )
+    console.print("Or on your own input/output pairs: jab train --task file:PAIRS.tsv (or .jsonl)")
 
 
 @app.command()

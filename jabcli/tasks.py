@@ -156,8 +156,8 @@ def gather(tokens: jax.Array, index: jax.Array, length: jax.Array, fill=PAD_ID) 
     return jnp.where(jnp.arange(index.shape[1])[None, :] < length[:, None], picked, fill)
 
 
-def positions(tokens: jax.Array, width: int | None = None) -> jax.Array:
-    """[1, width] output positions 0, 1, ... (width defaults to the source width)."""
+def columns(tokens: jax.Array, width: int | None = None) -> jax.Array:
+    """[1, width] column numbers 0, 1, ... (width defaults to the source width)."""
     return jnp.arange(tokens.shape[1] if width is None else width)[None, :]
 
 
@@ -180,7 +180,7 @@ class Reverse(Task):
         return text[::-1]
 
     def targets(self, tokens, lengths):
-        return gather(tokens, lengths[:, None] - 1 - positions(tokens), lengths), lengths
+        return gather(tokens, lengths[:, None] - 1 - columns(tokens), lengths), lengths
 
 
 class Duplicate(Task):
@@ -195,7 +195,7 @@ class Duplicate(Task):
         return 2 * max_len
 
     def targets(self, tokens, lengths):
-        index = positions(tokens, 2 * tokens.shape[1]) % jnp.maximum(lengths, 1)[:, None]
+        index = columns(tokens, 2 * tokens.shape[1]) % jnp.maximum(lengths, 1)[:, None]
         return gather(tokens, index, 2 * lengths), 2 * lengths
 
 
@@ -205,7 +205,7 @@ class Shift(Task):
 
     k: int = 1
     name = "shift"
-    description = "Rotate left by task.shift (1): 31415 -> 14153"
+    description = "Rotate left by task.shift places: 31415 -> 14153"
 
     def configure(self, cfg):
         return Shift(cfg.shift)
@@ -215,19 +215,19 @@ class Shift(Task):
         return text[k:] + text[:k]
 
     def targets(self, tokens, lengths):
-        index = (positions(tokens) + self.k) % jnp.maximum(lengths, 1)[:, None]
+        index = (columns(tokens) + self.k) % jnp.maximum(lengths, 1)[:, None]
         return gather(tokens, index, lengths), lengths
 
 
 class OddsFirst(Task):
     name = "odds_first"
-    description = "Odd positions, then even (counting from 1): 31415 -> 34511"
+    description = "Odd positions, then even: 31415 -> 34511"
 
     def solve(self, text):
         return text[0::2] + text[1::2]
 
     def targets(self, tokens, lengths):
-        i, odds = positions(tokens), (lengths[:, None] + 1) // 2
+        i, odds = columns(tokens), (lengths[:, None] + 1) // 2
         index = jnp.where(i < odds, 2 * i, 2 * (i - odds) + 1)
         return gather(tokens, index, lengths), lengths
 
@@ -248,7 +248,7 @@ class Sort(Task):
 
 class BucketSort(Sort):
     name = "bucket_sort"
-    description = "Sort over a small alphabet, so with many duplicates: 2010210 -> 0001122"
+    description = "Sort, many duplicates: 2010210 -> 0001122"
     alphabet = "012"
 
 
@@ -262,7 +262,7 @@ class Addition(Task):
 
     reverse_answer: bool = False
     name = "addition"
-    description = "Add two numbers: 57+68 -> 125 (task.reverse_answer: 521)"
+    description = "Add two numbers: 57+68 -> 125"
     alphabet = "+0123456789"
     fixed_alphabet = True
     min_length = 3
@@ -290,7 +290,7 @@ class Addition(Task):
         b_len = lengths - 1 - a_len
         a_digits = random_number(a_key, a_len, max_len)
         b_digits = random_number(b_key, b_len, max_len)
-        i = positions(a_digits)
+        i = columns(a_digits)
         b_here = jnp.take_along_axis(b_digits, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
         digits = jnp.where(i < a_len[:, None], a_digits, b_here)
         tokens = jnp.where(i == a_len[:, None], plus_id, digit_ids[digits])
@@ -316,7 +316,7 @@ def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
     digits = jax.random.randint(key, (lengths.shape[0], width), 0, 10)
     lead = jax.random.randint(jax.random.fold_in(key, 1), (lengths.shape[0],), 1, 10)
     digits = digits.at[:, 0].set(jnp.where(lengths > 1, lead, digits[:, 0]))
-    return jnp.where(positions(digits) < lengths[:, None], digits, 0)
+    return jnp.where(columns(digits) < lengths[:, None], digits, 0)
 
 
 TASKS: dict[str, Task] = {

@@ -66,6 +66,20 @@ CASES = {
         ["train", "--task", "copy", "--set", "model.pos_encoding=rotary"],
         "must be one of sinusoidal, learned, rope, alibi, randomized",
     ),
+    "rope with an odd head size": (
+        [
+            "train",
+            "--task",
+            "copy",
+            "--set",
+            "model.pos_encoding=rope",
+            "--set",
+            "model.d_model=40",
+            "--set",
+            "model.num_heads=8",
+        ],
+        "must be even",
+    ),
     "addition given another alphabet": (
         ["train", "--task", "addition", "--set", "task.alphabet=0123"],
         "always uses the alphabet",
