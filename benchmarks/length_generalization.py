@@ -7,6 +7,8 @@ every length 1-64 and reports it over 1-16 (the training range), 17-32 and 33-64
 
     python benchmarks/length_generalization.py            # the full study (~30 min, 2 cores)
     python benchmarks/length_generalization.py --quick    # a smoke test of the script
+    python benchmarks/length_generalization.py --encodings randomized \
+        --set model.max_positions=128 --out randomized-128.json   # one variation
 
 Each (task, encoding) pair trains in its own process; `--jobs 2` (the default) runs two
 at a time, which suits XLA on CPU, where a model this small keeps about one core busy.
@@ -33,7 +35,9 @@ BINS = ((1, 16), (17, 32), (33, 64))
 OUT = Path(__file__).with_name("length_generalization.json")
 
 
-def study_one(task: str, encoding: str, steps: int, samples: int, longest: int, seed: int):
+def study_one(
+    task: str, encoding: str, steps: int, samples: int, longest: int, seed: int, extra: list[str]
+):
     """Train one model and evaluate it at every length 1..longest."""
     import jax
 
@@ -46,6 +50,7 @@ def study_one(task: str, encoding: str, steps: int, samples: int, longest: int, 
         "task.max_len=16",
         f"train.eval_every={steps}",  # evaluate once, at the end
         "train.target_seq_acc=1.0",
+        *extra,
     ]
     cfg = resolve(task, sets=sets, steps=steps, seed=seed)
     setup = Setup.create(cfg)
@@ -82,8 +87,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once")
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script")
+    parser.add_argument(
+        "--set", action="append", default=[], help="a config override for every model"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--print", type=Path, help="only print the table of a results file")
     args = parser.parse_args()
+    if args.print:
+        print_table(json.loads(args.print.read_text()))
+        return
     if args.quick:
         args.steps, args.samples, args.longest = 100, 10, 24
     jobs = [(t, e) for t in args.tasks for e in args.encodings]
@@ -96,7 +108,9 @@ def main() -> None:
     context = multiprocessing.get_context("spawn")  # JAX does not survive fork
     with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
         futures = [
-            pool.submit(study_one, t, e, args.steps, args.samples, args.longest, args.seed)
+            pool.submit(
+                study_one, t, e, args.steps, args.samples, args.longest, args.seed, args.set
+            )
             for t, e in jobs
         ]
         results = []
@@ -113,6 +127,7 @@ def main() -> None:
         "samples_per_length": args.samples,
         "train_lengths": [1, 16],
         "seed": args.seed,
+        "set": args.set,
         "wall_s": time.perf_counter() - tic,
         "results": results,
     }
@@ -122,14 +137,17 @@ def main() -> None:
 
 def print_table(report: dict) -> None:
     bins = [f"{low}-{high}" for low, high in BINS]
+    extra = f", with {' '.join(report['set'])}" if report.get("set") else ""
     print(
         f"Exact match by input length; trained on 1-16, {report['steps']} steps, "
-        f"{report['samples_per_length']} held-out inputs per length\n"
+        f"{report['samples_per_length']} held-out inputs per length{extra}\n"
     )
-    print("| task | encoding | " + " | ".join(bins) + " |")
-    print("|---|---|" + "---:|" * len(bins))
+    print("| task | encoding | " + " | ".join(bins) + " | longest length at ≥ 50% |")
+    print("|---|---|" + "---:|" * (len(bins) + 1))
     for r in report["results"]:
         cells = [f"{100 * r['bins'][b]:.1f}%" if b in r["bins"] else "-" for b in bins]
+        solved = [int(n) for n, acc in r["per_length"].items() if acc >= 0.5]
+        cells.append(str(max(solved, default="-")))
         print(f"| {r['task']} | {r['pos_encoding']} | " + " | ".join(cells) + " |")
 
 
