@@ -12,7 +12,7 @@ import pytest
 import yaml
 from jabrun import env, jab
 
-from jabcli import runs
+from jabcli import config, runs
 from jabcli.errors import JabError
 
 RUN = "runs/tiny"
@@ -29,25 +29,9 @@ CASES = {
         ["train", "--task", "copy", "--set", "model.d_modle=64"],
         "did you mean 'model.d_model'",
     ),
-    "zero size": (
-        ["train", "--task", "copy", "--set", "model.d_model=0"],
-        "model.d_model must be positive",
-    ),
     "negative steps": (
         ["train", "--task", "copy", "--steps", "-5"],
         "train.steps must be positive",
-    ),
-    "heads do not divide d_model": (
-        ["train", "--task", "copy", "--set", "model.num_heads=5"],
-        "divisible",
-    ),
-    "min_len above max_len": (
-        ["train", "--task", "copy", "--set", "task.min_len=9", "--set", "task.max_len=3"],
-        "must not exceed",
-    ),
-    "lengths the model cannot take": (
-        ["train", "--task", "copy", "--set", "task.max_len=5000"],
-        "the model takes at most",
     ),
     "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
     "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
@@ -62,30 +46,6 @@ CASES = {
     "characters outside the alphabet": (["predict", "--run", RUN, "12x"], "outside the alphabet"),
     "empty input": (["predict", "--run", RUN, " "], "empty"),
     "input too long": (["predict", "--run", RUN, "0" * 1100], "the model takes at most"),
-    "unknown positional encoding": (
-        ["train", "--task", "copy", "--set", "model.pos_encoding=rotary"],
-        "must be one of sinusoidal, learned, rope, alibi, randomized",
-    ),
-    "rope with an odd head size": (
-        [
-            "train",
-            "--task",
-            "copy",
-            "--set",
-            "model.pos_encoding=rope",
-            "--set",
-            "model.d_model=40",
-            "--set",
-            "model.num_heads=8",
-        ],
-        "must be even",
-    ),
-    "addition given another alphabet": (
-        ["train", "--task", "addition", "--set", "task.alphabet=0123"],
-        "always uses the alphabet",
-    ),
-    "missing data file": (["train", "--task", "file:nothere.tsv"], "does not exist"),
-    "data file with a bad line": (["train", "--task", "file:bad.tsv"], "bad.tsv line 2"),
     "eval lengths beyond the model": (
         ["eval", "--run", RUN, "--lengths", "1-2000"],
         "model.max_positions = 1024",
@@ -108,6 +68,32 @@ CASES = {
 }
 
 
+CONFIG_CASES = {
+    "zero size": ("copy", ["model.d_model=0"], "model.d_model must be positive"),
+    "heads do not divide d_model": ("copy", ["model.num_heads=5"], "divisible"),
+    "min_len above max_len": ("copy", ["task.min_len=9", "task.max_len=3"], "must not exceed"),
+    "lengths the model cannot take": ("copy", ["task.max_len=5000"], "the model takes at most"),
+    "unknown positional encoding": (
+        "copy",
+        ["model.pos_encoding=rotary"],
+        "must be one of sinusoidal, learned, rope, alibi, randomized",
+    ),
+    "rope with an odd head size": (
+        "copy",
+        ["model.pos_encoding=rope", "model.d_model=40", "model.num_heads=8"],
+        "must be even",
+    ),
+    "addition given another alphabet": (
+        "addition",
+        ["task.alphabet=0123"],
+        "always uses the alphabet",
+    ),
+    "missing data file": ("file:nothere.tsv", [], "does not exist"),
+    "data file with a bad line": ("file:bad.tsv", [], "bad.tsv line 2"),
+    "too many positions": ("copy", ["model.max_positions=100000"], "at most 4096"),
+}
+
+
 @pytest.fixture(scope="module")
 def workdir(trained):
     (trained / "others" / "empty").mkdir(parents=True, exist_ok=True)
@@ -121,7 +107,6 @@ def workdir(trained):
     (trained / "broken.yaml").write_text("task: [unclosed\n")
     (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
     (trained / "afile").write_text("not a folder")
-    (trained / "bad.tsv").write_text("12\t21\n123 321\n")
     return trained
 
 
@@ -169,3 +154,14 @@ def test_a_full_disk_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, mo
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES)
+def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, monkeypatch):
+    """The checks behind `jab train` (the same one-line path as the CASES above)."""
+    task, sets, expected = CONFIG_CASES[case]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.tsv").write_text("12\t21\n123 321\n")
+    with pytest.raises(JabError, match=expected):
+        config.resolve(task, sets=sets)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]

@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,8 +64,9 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
 
 
 @pytest.fixture
-def three_checkpoints(tmp_path) -> Path:
-    jab("train", *TINY, "--steps", "300", "--out", "run", cwd=tmp_path)
+def three_checkpoints(trained, tmp_path) -> Path:
+    """A copy of the session's tiny run: TINY for 300 steps, checkpoints at 100, 200, 300."""
+    shutil.copytree(trained / "runs" / "tiny", tmp_path / "run")
     return tmp_path
 
 

@@ -27,21 +27,14 @@ def test_sampled_targets_match_the_reference_solver(name, options):
     src, tgt_in, tgt_out = map(np.asarray, batch)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
     assert lengths.min() == task.min_length and lengths.max() == 12
+    assert set(np.unique(src)) <= set(symbols) | {PAD_ID, EOS_ID}
+    assert np.all(np.sum(src == EOS_ID, axis=1) == 1)
     assert tgt_out.shape[1] == task.target_length(12) + 1
     for s, i, o in zip(src, tgt_in, tgt_out):
         text = tok.decode(s)
         task.check_input(text)
         assert tok.decode(o) == task.solve(text)
         assert i[0] == BOS_ID and tok.decode(i) == task.solve(text)
-
-
-@pytest.mark.parametrize("name", sorted(set(TASKS) - {"addition"}))
-def test_every_task_draws_sources_from_its_alphabet_only(name):
-    tok = Tokenizer()
-    symbols = np.asarray(tok.ids("abc"), np.int32)
-    src = np.asarray(TASKS[name].sample(jax.random.PRNGKey(1), 64, 3, 5, symbols).src)
-    assert set(np.unique(src)) <= set(symbols) | {PAD_ID, EOS_ID}
-    assert np.all(np.sum(src == EOS_ID, axis=1) == 1)
 
 
 def test_reference_answers_of_each_task():
@@ -57,7 +50,8 @@ def test_reference_answers_of_each_task():
 def test_addition_numbers_have_no_leading_zeros():
     task, tok = TASKS["addition"], Tokenizer()
     symbols = np.asarray(tok.ids(task.alphabet), np.int32)
-    src = np.asarray(task.sample(jax.random.PRNGKey(2), 512, 3, 9, symbols).src)
+    sample = jax.jit(task.sample, static_argnums=(1, 2, 3))
+    src = np.asarray(sample(jax.random.PRNGKey(2), 512, 3, 9, symbols).src)
     for row in src:
         for number in tok.decode(row).split("+"):
             assert number == "0" or not number.startswith("0")
