@@ -4,7 +4,7 @@
 
 Imports jab, turns on the persistent compilation cache the way `jab train` does
 (`jabcli.runtime.configure()`, so JAB_NO_CACHE=1 and XDG_CACHE_HOME apply), builds the
-task preset's Setup, and runs the jitted `train_chunk` for one step. It prints one JSON
+task preset's Experiment, and runs the jitted `train_chunk` for one step. It prints one JSON
 line, seconds since this script's first line, as soon as that step's result is ready;
 the parent process measures the interpreter start on top of that.
 """
@@ -30,11 +30,11 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
-    from jabcli.config import resolve
-    from jabcli.train import Setup, Trainer
+    from jabcli.experiment import resolve
+    from jabcli.train import Trainer
 
     imported = time.perf_counter()
-    trainer = Trainer(Setup.create(resolve(args.task)))
+    trainer = Trainer(resolve(args.task))
     jax.block_until_ready(trainer.state)
     initialised = time.perf_counter()
     state, metrics = trainer.chunk(trainer.state, jnp.asarray(1, jnp.int32))

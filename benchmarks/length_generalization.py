@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jabcli.positions import ENCODINGS  # noqa: E402
+from jabcli.positions import SCHEMES  # noqa: E402
 
 TASKS = ("reverse", "copy", "sort")
 BINS = ((1, 16), (17, 32), (33, 64))
@@ -41,8 +41,9 @@ def study_one(
     """Train one model and evaluate it at every length 1..longest."""
     import jax
 
-    from jabcli.config import resolve
-    from jabcli.train import Setup, Trainer, evaluate
+    from jabcli.evaluate import evaluate
+    from jabcli.experiment import resolve
+    from jabcli.train import Trainer
 
     sets = [
         f"model.pos_encoding={encoding}",
@@ -52,14 +53,13 @@ def study_one(
         "train.target_seq_acc=1.0",
         *extra,
     ]
-    cfg = resolve(task, sets=sets, steps=steps, seed=seed)
-    setup = Setup.create(cfg)
+    experiment = resolve(task, sets=sets, steps=steps, seed=seed)
     tic = time.perf_counter()
-    trainer = Trainer(setup)
+    trainer = Trainer(experiment)
     outcome = trainer.run()
     train_s = time.perf_counter() - tic
     key = jax.random.PRNGKey(1000 + seed)
-    result = evaluate(setup, trainer.state.params, key, samples, 1, longest, each_length=True)
+    result = evaluate(experiment, trainer.state.params, key, samples, 1, longest, each_length=True)
     per_length = result["per_length"]
     bins = {}
     for low, high in BINS:
@@ -80,7 +80,7 @@ def study_one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--encodings", nargs="+", default=list(ENCODINGS))
+    parser.add_argument("--encodings", nargs="+", default=list(SCHEMES))
     parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
     parser.add_argument("--samples", type=int, default=100, help="held-out inputs per length")
     parser.add_argument("--longest", type=int, default=64, help="longest input evaluated")

@@ -12,7 +12,7 @@ Sections (all by default, in this order):
             (benchmarks/torch_baseline.py) at the "seed" and "reference" shapes, in this
             process; padded tokens/s; model FLOP/s from XLA's cost analysis of one step;
             and that as a fraction of a large float32 matmul's FLOP/s measured here too.
-* solve   - wall time, compilation included, of `Trainer(Setup.create(cfg)).run()` to
+* solve   - wall time, compilation included, of `Trainer(experiment).run()` to
             reach each preset's train.target_seq_acc, seeds 0, 1, 2, with the persistent
             compilation cache off; one fresh process per run (benchmarks/solve_once.py).
 * startup - `jab --help` wall time, and time to the first train step of the reverse
@@ -50,10 +50,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from jabcli.config import Config, resolve
 from jabcli.decode import greedy_decode, greedy_decode_full
+from jabcli.experiment import Experiment, resolve
 from jabcli.tokenizer import EOS_ID, Tokenizer
-from jabcli.train import Setup, Trainer
+from jabcli.train import Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
@@ -184,7 +184,7 @@ def machine_info() -> dict:
 # ---------------------------------------------------------------- train
 
 
-def train_config(shape: dict[str, int], log_every: int, dropout: float) -> Config:
+def train_experiment(shape: dict[str, int], log_every: int, dropout: float) -> Experiment:
     sets = [f"model.{k}={shape[k]}" for k in MODEL_KEYS]
     sets += [
         f"train.batch_size={shape['batch_size']}",
@@ -207,9 +207,9 @@ def matmul_peak(size: int, repeats: int) -> dict:
     return {"size": size, "seconds_all": seconds, "flops_per_s": 2 * size**3 / median(seconds)}
 
 
-def step_flops(setup: Setup, state) -> float:
-    """XLA's FLOP count of one jitted `setup.update` (the cost analysis may be a list)."""
-    analysis = jax.jit(setup.update).lower(state).compile().cost_analysis()
+def step_flops(experiment: Experiment, state) -> float:
+    """XLA's FLOP count of one jitted `train.update` (the cost analysis may be a list)."""
+    analysis = jax.jit(lambda s: update(experiment, s)).lower(state).compile().cost_analysis()
     if isinstance(analysis, (list, tuple)):
         analysis = analysis[0] if analysis else {}
     return float((analysis or {}).get("flops", float("nan")))
@@ -217,10 +217,10 @@ def step_flops(setup: Setup, state) -> float:
 
 def jab_train(shape: dict[str, int], sizes: Sizes, dropout: float, peak: float) -> dict:
     """Steps/s of the jitted train_chunk after a warm-up call, median of the repeats."""
-    setup = Setup.create(train_config(shape, sizes.chunk, dropout))
-    trainer = Trainer(setup)  # the jitted, donated, sharded chunk that `jab train` runs
+    experiment = train_experiment(shape, sizes.chunk, dropout)
+    trainer = Trainer(experiment)  # the jitted, donated, sharded chunk that `jab train` runs
     state, chunk = trainer.state, trainer.chunk
-    flops = step_flops(setup, setup.init(0))
+    flops = step_flops(experiment, init(experiment, 0))
     num_steps = jnp.asarray(sizes.chunk, jnp.int32)
     compile_s, (state, _) = timed(lambda: chunk(state, num_steps))
     rates = []
@@ -228,7 +228,7 @@ def jab_train(shape: dict[str, int], sizes: Sizes, dropout: float, peak: float) 
         seconds, (state, _) = timed(lambda: chunk(state, num_steps))
         rates.append(sizes.chunk / seconds)
     steps_per_s = median(rates)
-    src_len, tgt_len = shape["max_len"] + 1, setup.max_out
+    src_len, tgt_len = shape["max_len"] + 1, experiment.decoder_length(shape["max_len"])
     flops_per_s = flops * steps_per_s
     return {
         "steps_per_s": steps_per_s,
@@ -325,7 +325,7 @@ def print_train(peak: dict, shapes: dict) -> None:
         f"reverse task, dropout {shapes['seed']['jab']['dropout']} in both;"
         f" matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s;"
         " padded tok/s = steps/s * batch * (src_len + tgt_len), padding included;"
-        " GFLOP/step from XLA's cost analysis of one jitted Setup.update"
+        " GFLOP/step from XLA's cost analysis of one jitted train.update"
     )
 
 
@@ -373,7 +373,7 @@ def print_solve(out: dict) -> None:
         )
     )
     note(
-        "wall time of Trainer(Setup.create(cfg)).run() to the preset's target_seq_acc,"
+        "wall time of Trainer(experiment).run() to the preset's target_seq_acc,"
         " compilation included, persistent cache off, one fresh process per run"
     )
 
@@ -478,10 +478,10 @@ def decode_steps(out: np.ndarray) -> int:
     return int(ends.max())
 
 
-def time_decoder(decoder, setup: Setup, params, src, max_out: int, repeats: int) -> dict:
+def time_decoder(decoder, experiment: Experiment, params, src, max_out: int, repeats: int) -> dict:
     tic = time.perf_counter()
-    positions = setup.positions(jax.random.PRNGKey(0), src, max_out)
-    compiled = decoder.lower(setup.fns, params, src, max_out, *positions).compile()
+    positions = experiment.positions(jax.random.PRNGKey(0), src, max_out)
+    compiled = decoder.lower(experiment.model, params, src, max_out, *positions).compile()
     compile_s = time.perf_counter() - tic
     runs = [timed(lambda: compiled(params, src, *positions)) for _ in range(repeats)]
     output = np.asarray(runs[-1][1])
@@ -500,13 +500,15 @@ def bench_decode(sizes: Sizes) -> dict:
     src_len = max_out - 1  # reverse: max_out = source length + <eos>
     sets = [f"model.{k}={v}" for k, v in REFERENCE_MODEL.items()]
     sets += [f"task.min_len={src_len}", f"task.max_len={src_len}"]
-    setup = Setup.create(resolve("reverse", sets=sets))
-    params = never_eos(setup.init(0).params)
-    src = setup.sample(jax.random.PRNGKey(1), batch).src
+    experiment = resolve("reverse", sets=sets)
+    params = never_eos(init(experiment, 0).params)
+    src = experiment.sample(jax.random.PRNGKey(1), batch).src
     results = {}
     for name, decoder in (("incremental", greedy_decode), ("full", greedy_decode_full)):
         note(f"decode: {name} ({batch} x {max_out}, compiling then {sizes.decode_repeats} run(s))")
-        results[name] = time_decoder(decoder, setup, params, src, max_out, sizes.decode_repeats)
+        results[name] = time_decoder(
+            decoder, experiment, params, src, max_out, sizes.decode_repeats
+        )
     identical = bool(
         np.array_equal(results["incremental"].pop("output"), results["full"].pop("output"))
     )

@@ -2,7 +2,7 @@
 
     python benchmarks/solve_once.py --task copy --seed 0 [--steps N] [--set key=value ...]
 
-Times `Trainer(Setup.create(cfg)).run()`, compilation included, with the persistent
+Times `Trainer(experiment).run()`, compilation included, with the persistent
 compilation cache off (`jabcli.runtime.configure(no_cache=True)`), and prints one JSON
 line. Each run gets its own process so that no run reuses another's compiled code.
 """
@@ -27,12 +27,12 @@ def main() -> None:
     runtime.configure(no_cache=True)
     import jax
 
-    from jabcli.config import resolve
-    from jabcli.train import Setup, Trainer
+    from jabcli.experiment import resolve
+    from jabcli.train import Trainer
 
-    cfg = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)
+    experiment = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)
     start = time.perf_counter()
-    result = Trainer(Setup.create(cfg)).run()
+    result = Trainer(experiment).run()
     wall = time.perf_counter() - start
 
     seq_acc = result["last_eval"].get("seq_acc", 0.0)
@@ -43,10 +43,10 @@ def main() -> None:
                 "seed": args.seed,
                 "wall_s": wall,
                 "steps": result["step"],
-                "max_steps": cfg.train.steps,
+                "max_steps": experiment.config.train.steps,
                 "seq_acc": seq_acc,
-                "target_seq_acc": cfg.train.target_seq_acc,
-                "reached": seq_acc >= cfg.train.target_seq_acc,
+                "target_seq_acc": experiment.config.train.target_seq_acc,
+                "reached": seq_acc >= experiment.config.train.target_seq_acc,
                 "persistent_cache": jax.config.jax_compilation_cache_dir,
             }
         ),

@@ -1,12 +1,16 @@
-"""The `jab` command line. Commands only parse, call library code and print.
+"""The `jab` command line: the I/O layer. Commands parse, call library code (session,
+inspection), print through display.py and choose exit codes; nothing else in jab prints
+or exits.
 
 JAX is imported inside the commands that need it, so `jab --help` starts instantly.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,12 +19,20 @@ import typer
 
 from jabcli.errors import JabError
 
+try:  # Typer >= 0.20 ships its own copy of Click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+except ImportError:  # pragma: no cover - older Typer depends on Click itself
+    from click.exceptions import ClickException, NoArgsIsHelpError
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Train small Transformers on algorithmic toy tasks and look at what they learned.",
 )
+
+SEED_MAX = 2**32 - 1
+SAMPLES_PER_LENGTH = 200
 
 RunOption = Annotated[
     Optional[Path], typer.Option("--run", help="Run folder (default: the newest under runs/).")
@@ -31,6 +43,37 @@ CheckpointOption = Annotated[
 NoCacheOption = Annotated[
     bool, typer.Option("--no-cache", help="Do not use the persistent compilation cache.")
 ]
+StepsOption = Annotated[
+    Optional[int],
+    typer.Option("--steps", min=1, help="Number of training steps (overrides train.steps)."),
+]
+SeedOption = Annotated[
+    int, typer.Option("--seed", min=0, max=SEED_MAX, help="Seed of the held-out sample.")
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+]
+LengthsOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--lengths",
+        help="Evaluate --samples inputs at every length in A-B (e.g. 1-64), "
+        "including lengths beyond training.",
+        metavar="A-B",
+    ),
+]
+
+
+class Kind(str, enum.Enum):
+    cross = "cross"
+    encoder = "encoder"
+    decoder = "decoder"
+
+
+def configure_jax(no_cache: bool) -> None:
+    from jabcli import runtime
+
+    runtime.configure(no_cache)
 
 
 @app.command("tasks")
@@ -42,16 +85,17 @@ def tasks_command(
     """List the built-in tasks."""
     from jabcli import config
     from jabcli.display import console
+    from jabcli.experiment import resolve
     from jabcli.tasks import TASKS
 
     rows = []
     for name, task in TASKS.items():
-        preset = config.resolve(name) if name in config.preset_names() else None
+        preset = resolve(name).config if name in config.preset_names() else None
         rows.append(
             {
                 "name": name,
                 "description": task.description,
-                "alphabet": preset.task.alphabet if preset else task.alphabet,
+                "alphabet": preset.task.alphabet if preset else task.default_alphabet,
                 "min_len": preset.task.min_len if preset else None,
                 "max_len": preset.task.max_len if preset else None,
             }
@@ -74,7 +118,10 @@ def tasks_command(
 @app.command()
 def train(
     task: Annotated[
-        Optional[str], typer.Option("--task", help="A built-in task name or a task YAML file.")
+        Optional[str],
+        typer.Option(
+            "--task", help="A built-in task name, a task YAML file, or file:PATH (pairs)."
+        ),
     ] = None,
     config_file: Annotated[
         Optional[Path], typer.Option("--config", help="A YAML config layered over the task preset.")
@@ -83,56 +130,79 @@ def train(
         Optional[list[str]],
         typer.Option("--set", help="Override a config key: --set model.d_model=128 (repeatable)."),
     ] = None,
-    steps: Annotated[
-        Optional[int],
-        typer.Option("--steps", help="Number of training steps (overrides train.steps)."),
-    ] = None,
+    steps: StepsOption = None,
     seed: Annotated[
-        Optional[int], typer.Option("--seed", help="Random seed (overrides train.seed).")
+        Optional[int],
+        typer.Option("--seed", min=0, max=SEED_MAX, help="Random seed (overrides train.seed)."),
     ] = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>)."),
     ] = None,
     resume: Annotated[
-        Optional[str],
+        bool,
         typer.Option(
             "--resume",
-            help="Continue a run from its newest checkpoint (default: the newest run).",
-            metavar="[RUN]",
+            help="Continue the run RUN (default: the newest) from its newest checkpoint; "
+            "the same as jab resume [RUN].",
         ),
+    ] = False,
+    run: Annotated[
+        Optional[Path], typer.Argument(help="With --resume: the run to continue.")
     ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Train a model on a task, showing the learning live."""
-    from jabcli import config as configuration
-    from jabcli import session
-
-    if resume is not None:
+    if resume:
         if task or config_file or sets or seed is not None or out:
             raise JabError(
                 "--resume continues a run with its saved config; only --steps may change"
             )
-        session.resume(None if resume == "latest" else Path(resume), steps, no_cache)
+        resume_command(run, steps, no_cache)
         return
-    cfg = configuration.resolve(task, config_file, sets, steps, seed)
-    session.start(cfg, out, no_cache)
+    if run is not None:
+        raise JabError(f"unexpected argument {str(run)!r}; did you mean --resume {run}?")
+    from jabcli import session
+    from jabcli.display import TrainView
+
+    configure_jax(no_cache)
+    from jabcli.experiment import resolve
+
+    experiment = resolve(task, config_file, sets, steps, seed)
+    finish(session.start(experiment, out, TrainView()))
 
 
-LengthsOption = Annotated[
-    Optional[str],
-    typer.Option(
-        "--lengths",
-        help="Evaluate --samples inputs at every length in A-B (e.g. 1-64), "
-        "including lengths beyond training.",
-        metavar="A-B",
-    ),
-]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the held-out sample.")]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
-]
-SAMPLES_PER_LENGTH = 200
+@app.command("resume")
+def resume_command(
+    run: Annotated[
+        Optional[Path], typer.Argument(help="Run folder (default: the newest under runs/).")
+    ] = None,
+    steps: Annotated[
+        Optional[int],
+        typer.Option("--steps", min=1, help="Train up to this step (saved in the run)."),
+    ] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Continue a run from its newest valid checkpoint, with its saved config."""
+    from jabcli import session
+    from jabcli.display import TrainView
+
+    configure_jax(no_cache)
+    finish(session.resume(run, steps, TrainView()))
+
+
+def finish(outcome) -> None:
+    """Say how training ended; an interrupted run exits with 128 + the signal."""
+    from jabcli.display import console, summary
+
+    path = outcome.run.path
+    if outcome.interrupted_by is not None:
+        console.print(f"Interrupted at step {outcome.step}; checkpoint saved in {path}")
+        console.print(f"Resume with: jab train --resume {path}")
+        raise typer.Exit(128 + outcome.interrupted_by)
+    console.print()
+    console.print(summary(outcome))
+    console.print(f"Next: jab eval --run {path}   |   jab show-attention --run {path}")
 
 
 @app.command("eval")
@@ -142,15 +212,18 @@ def eval_command(
         Optional[int],
         typer.Option(
             "--samples",
+            min=1,
             help="Held-out inputs to decode (default 1000; per length with --lengths: 200).",
         ),
     ] = None,
     lengths: LengthsOption = None,
     min_len: Annotated[
-        Optional[int], typer.Option("--min-len", help="Shortest input (default: the run's).")
+        Optional[int],
+        typer.Option("--min-len", min=1, help="Shortest input (default: the run's)."),
     ] = None,
     max_len: Annotated[
-        Optional[int], typer.Option("--max-len", help="Longest input (default: the run's).")
+        Optional[int],
+        typer.Option("--max-len", min=1, help="Longest input (default: the run's)."),
     ] = None,
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
@@ -167,7 +240,8 @@ def eval_command(
     if each_length:
         min_len, max_len = inspection.parse_lengths(lengths)
         samples = SAMPLES_PER_LENGTH if samples is None else samples
-    loaded = inspection.load(run, checkpoint, no_cache)
+    configure_jax(no_cache)
+    loaded = inspection.load(run, checkpoint)
     result = inspection.evaluate_run(
         loaded, 1000 if samples is None else samples, min_len, max_len, seed, each_length
     )
@@ -179,7 +253,7 @@ def eval_command(
             )
         )
         return
-    t = loaded.cfg.task
+    t = loaded.experiment.config.task
     console.print(eval_report(result, str(loaded.run.path), (t.min_len, t.max_len)))
 
 
@@ -196,7 +270,7 @@ def compare(
         ),
     ] = None,
     samples: Annotated[
-        int, typer.Option("--samples", help="Held-out inputs per length and run.")
+        int, typer.Option("--samples", min=1, help="Held-out inputs per length and run.")
     ] = SAMPLES_PER_LENGTH,
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
@@ -210,7 +284,8 @@ def compare(
     if len(runs) < 2:
         raise JabError("compare takes two or more run folders")
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
-    loaded = [inspection.load(run, checkpoint, no_cache) for run in runs]
+    configure_jax(no_cache)
+    loaded = [inspection.load(run, checkpoint) for run in runs]
     if bounds is None:
         bounds = inspection.default_lengths(loaded)
     results = [
@@ -235,7 +310,8 @@ def predict(
     from jabcli import inspection
     from jabcli.display import console, predictions
 
-    loaded = inspection.load(run, checkpoint, no_cache)
+    configure_jax(no_cache)
+    loaded = inspection.load(run, checkpoint)
     console.print(predictions(inspection.predict(loaded, texts)))
 
 
@@ -246,12 +322,10 @@ def show_attention(
         Optional[str],
         typer.Option("--input", help="Input to decode (default: a random held-out one)."),
     ] = None,
-    kind: Annotated[
-        str, typer.Option("--kind", help="cross, encoder or decoder attention.")
-    ] = "cross",
+    kind: Annotated[Kind, typer.Option("--kind", help="Which attention to draw.")] = Kind.cross,
     layer: Annotated[
-        Optional[int], typer.Option("--layer", help="Layer index (default: the last).")
-    ] = None,
+        int, typer.Option("--layer", help="Layer index; negative counts from the last.")
+    ] = -1,
     head: Annotated[
         Optional[str],
         typer.Option("--head", help="Head index or 'mean' (default: all heads side by side)."),
@@ -265,22 +339,36 @@ def show_attention(
 ) -> None:
     """Draw what the model attends to while answering one input."""
     from jabcli import inspection
+    from jabcli.display import attention_view, console, save_picture
 
-    if kind not in ("cross", "encoder", "decoder"):
-        raise JabError(f"--kind must be cross, encoder or decoder, got {kind!r}")
     if save is not None and save.suffix.lower() not in (".svg", ".html"):
         raise JabError(f"--save writes .svg or .html files, got {str(save)!r}")
-    loaded = inspection.load(run, checkpoint, no_cache)
-    inspection.show_attention(loaded, input_text, kind, layer, head, save)
+    if save is not None and not save.parent.is_dir():
+        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
+    configure_jax(no_cache)
+    loaded = inspection.load(run, checkpoint)
+    m = loaded.experiment.config.model
+    if not -m.num_layers <= layer < m.num_layers:
+        raise JabError(
+            f"--layer must be between 0 and {m.num_layers - 1} (or -1 for the last), got {layer}"
+        )
+    if head not in (None, "mean") and not (head.isdigit() and int(head) < m.num_heads):
+        raise JabError(
+            f"--head must be 'mean' or a head between 0 and {m.num_heads - 1}, got {head!r}"
+        )
+    picture = inspection.attention(loaded, input_text, kind.value)
+    layer = layer % m.num_layers
+    view = attention_view(picture, layer, head, str(loaded.run.path))
+    console.print(view)
+    if save is not None:
+        heads = 1 if head is not None else m.num_heads
+        save_picture(view, 40 + 2 * len(picture.cols) * heads, save)
+        console.print(f"Saved {save}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if "--resume" in args:  # `--resume` with no value means the newest run
-        i = args.index("--resume")
-        if i + 1 == len(args) or args[i + 1].startswith("-"):
-            args.insert(i + 1, "latest")
     command = typer.main.get_command(app)
     try:
         code = command.main(args, prog_name="jab", standalone_mode=False)
@@ -290,25 +378,16 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(err))
     except typer.Exit as err:
         sys.exit(err.exit_code)
-    except typer.Abort:
-        fail("aborted", code=130)
-    except KeyboardInterrupt:
-        fail("interrupted", code=130)
-    except Exception as err:
-        if not is_usage_error(err):
-            raise
-        if type(err).__name__ == "NoArgsIsHelpError":
-            print(err.format_message())
-            sys.exit(0)
+    except (typer.Abort, KeyboardInterrupt):
+        fail("interrupted", code=128 + signal.SIGINT)
+    except NoArgsIsHelpError as err:
+        print(err.format_message())
+        sys.exit(0)
+    except ClickException as err:
         ctx = getattr(err, "ctx", None)
         where = f"jab {ctx.info_name}" if ctx is not None and ctx.parent is not None else "jab"
         fail(f"{err.format_message()} (see '{where} --help')")
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def is_usage_error(err: Exception) -> bool:
-    """Click's exceptions (vendored inside newer Typer) carry format_message and exit_code."""
-    return hasattr(err, "format_message") and hasattr(err, "exit_code")
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -1,6 +1,9 @@
-"""Run configuration: defaults, task presets, YAML files and `--set key=value` overrides.
+"""Run configuration: the defaults, YAML files and `--set key=value` overrides.
 
-Everything is validated here, before anything is written to disk.
+This module knows the keys, their types and the checks that need nothing but the
+config itself. What a config means (which task, which positional scheme) and the
+checks that need those is `experiment.py`'s job. Presets (`tasks/NAME.yaml`) hold
+only what differs from the defaults below.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from jabcli.errors import JabError
-from jabcli.positions import ENCODINGS
-from jabcli.tasks import FILE_PREFIX, TASKS, Task, get_task, make_task, suggest
+from jabcli.errors import JabError, suggest
 from jabcli.tokenizer import DATA_CHARS
+
+FILE_PREFIX = "file:"  # task.name file:PATH names a data file of pairs
 
 
 @dataclass
@@ -25,7 +28,7 @@ class TaskConfig:
     name: str = "reverse"
     min_len: int = 1
     max_len: int = 16
-    alphabet: str = "0123456789"
+    alphabet: str = ""  # "" means the task's own alphabet
     shift: int = 1  # shift: how far to rotate
     reverse_answer: bool = False  # addition: write the sum least significant digit first
     held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
@@ -71,13 +74,14 @@ class Config:
 
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
-CHOICES = {
-    "model.norm": ("post", "pre"),
-    "model.activation": ("relu", "gelu"),
-    "model.pos_encoding": ENCODINGS,
-}
+CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
 MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
 MAX_SHIFT = 1_000_000
+
+
+def data_path(task_name: str) -> str | None:
+    """The data file a `file:PATH` task name names, or None for a built-in task."""
+    return task_name[len(FILE_PREFIX) :] if task_name.startswith(FILE_PREFIX) else None
 
 
 def preset_names() -> list[str]:
@@ -90,6 +94,13 @@ def _presets():
         return resources.files("jabcli.presets")
     except ModuleNotFoundError:  # an editable install maps no package onto tasks/
         return Path(__file__).resolve().parent.parent / "tasks"
+
+
+def preset(name: str) -> dict[str, Any] | None:
+    """The YAML preset of a built-in task, or None when there is none by that name."""
+    if name not in preset_names():
+        return None
+    return yaml.safe_load((_presets() / f"{name}.yaml").read_text()) or {}
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -111,13 +122,6 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise JabError(f"{path} must hold a YAML mapping of sections (task, model, train)")
     return data
-
-
-def preset(name: str) -> dict[str, Any]:
-    """The YAML preset of a built-in task."""
-    if name not in preset_names():
-        get_task(name)  # raises with the list of valid tasks
-    return yaml.safe_load((_presets() / f"{name}.yaml").read_text()) or {}
 
 
 def apply(config: Config, data: dict[str, Any], source: str) -> None:
@@ -178,55 +182,6 @@ def parse_set(assignment: str) -> tuple[str, Any, str]:
     return key.strip(), value, raw
 
 
-def resolve(
-    task: str | None,
-    config_file: Path | None = None,
-    sets: list[str] | None = None,
-    steps: int | None = None,
-    seed: int | None = None,
-) -> Config:
-    """Defaults <- task preset (or task YAML file) <- --config <- --set <- --steps/--seed."""
-    config = Config()
-    if task is not None:
-        if task.startswith(FILE_PREFIX):
-            apply(config, file_preset(task), task)
-        elif task.endswith((".yaml", ".yml")) or "/" in task:
-            apply_file(config, read_yaml(Path(task)), task)
-        else:
-            apply(config, preset(task), f"preset {task}")
-    if config_file is not None:
-        apply_file(config, read_yaml(config_file), str(config_file))
-    if task is None and config_file is None:
-        raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
-    for assignment in sets or []:
-        key, value, raw = parse_set(assignment)
-        set_key(config, key, value, "--set", raw)
-    builtin = TASKS.get(config.task.name)
-    if builtin and builtin.fixed_alphabet and config.task.alphabet == TaskConfig.alphabet:
-        config.task.alphabet = builtin.alphabet  # never set: the task's own, not the default
-    if steps is not None:
-        config.train.steps = steps
-    if seed is not None:
-        config.train.seed = seed
-    validate(config)
-    return config
-
-
-def apply_file(config: Config, data: dict[str, Any], source: str) -> None:
-    """Overlay a YAML file's mapping; one naming a data file gets that file's alphabet and
-    lengths underneath it."""
-    named = data.get("task", {}).get("name") if isinstance(data.get("task"), dict) else None
-    if isinstance(named, str) and named.startswith(FILE_PREFIX) and named != config.task.name:
-        apply(config, file_preset(named), named)
-    apply(config, data, source)
-
-
-def file_preset(name: str) -> dict[str, Any]:
-    """A data file's own defaults: its input alphabet and its range of input lengths."""
-    task = make_task(TaskConfig(name=name))
-    return {"task": {"name": name, **task.preset()}}
-
-
 def from_dict(data: dict[str, Any], source: str) -> Config:
     config = Config()
     apply(config, data, source)
@@ -235,10 +190,10 @@ def from_dict(data: dict[str, Any], source: str) -> Config:
 
 
 def validate(config: Config) -> None:
+    """The checks that need nothing but the config (see experiment.py for the rest)."""
     t, m, tr = config.task, config.model, config.train
     if not 0.0 < t.held_out < 1.0:
         raise JabError(f"task.held_out must be between 0 and 1, got {t.held_out}")
-    task = make_task(t)
     positive = {
         "task.min_len": t.min_len,
         "task.max_len": t.max_len,
@@ -270,7 +225,6 @@ def validate(config: Config) -> None:
         raise JabError(
             f"model.max_positions must be at most {MAX_POSITIONS}, got {m.max_positions}"
         )
-    check_positions(task, m, t.max_len, f"task.max_len {t.max_len}")
     if abs(t.shift) > MAX_SHIFT:
         raise JabError(f"task.shift must be between -{MAX_SHIFT} and {MAX_SHIFT}, got {t.shift}")
     for section, cls in SECTIONS.items():
@@ -280,19 +234,11 @@ def validate(config: Config) -> None:
                 raise JabError(f"{section}.{f.name} must be a finite number, got {value}")
     if tr.seed >= 2**32:
         raise JabError(f"train.seed must be below 2**32, got {tr.seed}")
-    if t.min_len < task.min_length:
-        raise JabError(f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}")
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
-    task.check_lengths(t.min_len, t.max_len)
     if m.d_model % m.num_heads:
         raise JabError(
             f"model.d_model ({m.d_model}) must be divisible by model.num_heads ({m.num_heads})"
-        )
-    if m.pos_encoding == "rope" and (m.d_model // m.num_heads) % 2:
-        raise JabError(
-            f"rope rotates pairs of dimensions: model.d_model / model.num_heads "
-            f"({m.d_model} / {m.num_heads}) must be even"
         )
     if not 0.0 <= m.dropout < 1.0:
         raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")
@@ -303,13 +249,6 @@ def validate(config: Config) -> None:
         value = getattr(getattr(config, section), name)
         if value not in allowed:
             raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
-    if task.fixed_alphabet and t.alphabet != task.alphabet:
-        raise JabError(
-            f"task {t.name} always uses the alphabet {task.alphabet!r}; "
-            f"task.alphabet cannot change it (got {t.alphabet!r})"
-        )
-    if not t.alphabet:
-        raise JabError("task.alphabet must not be empty")
     outside = sorted(set(t.alphabet) - set(DATA_CHARS))
     if outside:
         raise JabError(
@@ -318,13 +257,3 @@ def validate(config: Config) -> None:
         )
     if len(set(t.alphabet)) != len(t.alphabet):
         raise JabError(f"task.alphabet repeats characters: {t.alphabet!r}")
-
-
-def check_positions(task: Task, model: ModelConfig, max_len: int, what: str) -> None:
-    """Sources of up to `max_len` symbols must fit in the model's positions."""
-    needed = task.positions_needed(max_len)
-    if needed > model.max_positions:
-        raise JabError(
-            f"{what} needs {needed} positions, but the model takes at most "
-            f"model.max_positions = {model.max_positions} ({model.pos_encoding} encoding)"
-        )

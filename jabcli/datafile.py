@@ -9,10 +9,9 @@ and is what `jab eval` measures.
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import jax
@@ -26,48 +25,84 @@ from jabcli.tokenizer import PAD_ID, Tokenizer, clean
 SPLIT_SEED = 0
 
 
+@dataclass(frozen=True)
+class DataFile:
+    """The pairs of one data file, read and checked once; its alphabet and lengths are
+    the config's defaults for a task on it."""
+
+    path: str
+    pairs: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def read(cls, path: str, tokenizer: Tokenizer) -> DataFile:
+        file = Path(path)
+        if not file.is_file():
+            raise JabError(f"data file {path!r} does not exist")
+        return cls(path, tuple(read_pairs(file, tokenizer)))
+
+    @property
+    def alphabet(self) -> str:
+        """The characters of the inputs."""
+        return "".join(sorted({c for source, _ in self.pairs for c in source}))
+
+    def defaults(self) -> dict:
+        lengths = [len(source) for source, _ in self.pairs]
+        return {"min_len": min(lengths), "max_len": max(lengths), "alphabet": self.alphabet}
+
+
 @dataclass(frozen=True, eq=False)
 class FileTask(Task):
     """Pairs read from a file; sources [N, S] and targets [N, T] are padded id arrays."""
 
-    path: str
-    answers: dict[str, str]
-    inputs: np.ndarray  # [N, S] source ids, <pad>-filled
-    outputs: np.ndarray  # [N, T] target ids, <pad>-filled
-    input_lengths: np.ndarray  # [N]
-    output_lengths: np.ndarray  # [N]
-    is_held_out: np.ndarray  # [N] bool
-    alphabet: str
-    expansion: int
+    data: DataFile | None = None
+    held_out: float = 0.1  # share of distinct inputs kept for evaluation
+    answers: dict[str, str] = field(init=False)
+    inputs: np.ndarray = field(init=False)  # [N, S] source ids, <pad>-filled
+    outputs: np.ndarray = field(init=False)  # [N, T] target ids, <pad>-filled
+    input_lengths: np.ndarray = field(init=False)  # [N]
+    output_lengths: np.ndarray = field(init=False)  # [N]
+    is_held_out: np.ndarray = field(init=False)  # [N] bool
+    ratio: Fraction = field(init=False)  # the largest output/input length ratio
     name = "file"
     description = "Input/output pairs from a file"
     fixed_alphabet = True
 
-    @staticmethod
-    def load(path: str, held_out: float, tokenizer: Tokenizer) -> FileTask:
-        file = Path(path)
-        if not file.is_file():
-            raise JabError(f"data file {path!r} does not exist")
-        stat = file.stat()
-        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
-        return _load(*key, held_out, tuple(tokenizer.tokens))
-
-    def preset(self) -> dict:
-        return {
-            "min_len": int(self.input_lengths.min()),
-            "max_len": int(self.input_lengths.max()),
-            "alphabet": self.alphabet,
+    def __post_init__(self) -> None:
+        pairs = self.data.pairs
+        inputs = sorted({source for source, _ in pairs})
+        if len(inputs) < 2:
+            raise JabError(f"{self.path} needs at least 2 different inputs (one to hold out)")
+        shuffled = np.random.default_rng(SPLIT_SEED).permutation(len(inputs))
+        count = min(len(inputs) - 1, max(1, round(self.held_out * len(inputs))))
+        kept_out = {inputs[i] for i in shuffled[:count]}  # both splits non-empty
+        src = np.full((len(pairs), max(len(s) for s, _ in pairs)), PAD_ID, np.int32)
+        tgt = np.full((len(pairs), max(len(t) for _, t in pairs)), PAD_ID, np.int32)
+        for i, (source, target) in enumerate(pairs):
+            src[i, : len(source)] = self.tokenizer.ids(source)
+            tgt[i, : len(target)] = self.tokenizer.ids(target)
+        derived = {
+            "alphabet": self.alphabet or self.data.alphabet,
+            "answers": dict(pairs),
+            "inputs": src,
+            "outputs": tgt,
+            "input_lengths": np.array([len(s) for s, _ in pairs], np.int32),
+            "output_lengths": np.array([len(t) for _, t in pairs], np.int32),
+            "is_held_out": np.array([s in kept_out for s, _ in pairs]),
+            "ratio": max(Fraction(len(t), len(s)) for s, t in pairs),
         }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def path(self) -> str:
+        return self.data.path
 
     def solve(self, text):
         return self.answers.get(text)
 
-    def target_length(self, max_len):
-        fits = self.input_lengths <= max_len
-        longest = int(self.output_lengths[fits].max()) if fits.any() else 0
+    def output_length(self, length):
         # Room for unseen longer inputs too, at the data's largest output/input ratio.
-        ratio = float(np.max(self.output_lengths / self.input_lengths))
-        return max(longest, math.ceil(ratio * max_len))
+        return -(-length * self.ratio.numerator // self.ratio.denominator)
 
     def rows(self, min_len: int, max_len: int, held_out: bool) -> np.ndarray:
         """Indices of the pairs of one split with input lengths in [min_len, max_len]."""
@@ -82,12 +117,12 @@ class FileTask(Task):
                     f"{self.path} has no {split} pairs with input lengths {min_len}-{max_len}"
                 )
 
-    def sample(self, key, batch_size, min_len, max_len, symbol_ids):
+    def sample(self, key, batch_size, min_len, max_len):
         """`batch_size` training pairs, drawn with replacement."""
         rows = jnp.asarray(self.rows(min_len, max_len, held_out=False))
         return self.pairs(rows[jax.random.randint(key, (batch_size,), 0, len(rows))], max_len)
 
-    def held_out(self, key, samples, min_len, max_len, symbol_ids, each_length=False):
+    def held_out_batch(self, key, samples, min_len, max_len, each_length=False):
         """Up to `samples` distinct held-out pairs (all of them when there are fewer), or
         up to `samples` at each length; lengths the split lacks are left out."""
         spans = (
@@ -105,7 +140,7 @@ class FileTask(Task):
 
     def pairs(self, rows: jax.Array, max_len: int) -> Batch:
         """The pairs at `rows`, padded to sources of `max_len` symbols."""
-        tgt_len = self.target_length(max_len)
+        tgt_len = self.output_length(max_len)
         return assemble(
             jnp.asarray(pad_to(self.inputs, max_len))[rows],
             jnp.asarray(self.input_lengths)[rows],
@@ -117,41 +152,6 @@ class FileTask(Task):
 
 def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
     return np.pad(ids, ((0, 0), (0, max(0, width - ids.shape[1]))))[:, :width]
-
-
-@functools.lru_cache(maxsize=8)
-def _load(
-    path: str, mtime_ns: int, size: int, held_out: float, tokens: tuple[str, ...]
-) -> FileTask:
-    tokenizer = Tokenizer(tokens)
-    pairs = read_pairs(Path(path), tokenizer)
-    inputs = sorted({source for source, _ in pairs})
-    if len(inputs) < 2:
-        raise JabError(f"{path} needs at least 2 different inputs (one to hold out)")
-    shuffled = np.random.default_rng(SPLIT_SEED).permutation(len(inputs))
-    count = min(len(inputs) - 1, max(1, round(held_out * len(inputs))))  # both splits non-empty
-    kept_out = {inputs[i] for i in shuffled[:count]}
-    n = len(pairs)
-    width_in = max(len(s) for s, _ in pairs)
-    width_out = max(len(t) for _, t in pairs)
-    src = np.full((n, width_in), PAD_ID, np.int32)
-    tgt = np.full((n, width_out), PAD_ID, np.int32)
-    for i, (source, target) in enumerate(pairs):
-        src[i, : len(source)] = tokenizer.ids(source)
-        tgt[i, : len(target)] = tokenizer.ids(target)
-    input_lengths = np.array([len(s) for s, _ in pairs], np.int32)
-    output_lengths = np.array([len(t) for _, t in pairs], np.int32)
-    return FileTask(
-        path=path,
-        answers=dict(pairs),
-        inputs=src,
-        outputs=tgt,
-        input_lengths=input_lengths,
-        output_lengths=output_lengths,
-        is_held_out=np.array([s in kept_out for s, _ in pairs]),
-        alphabet="".join(sorted({c for s in inputs for c in s})),
-        expansion=math.ceil(float(np.max(output_lengths / input_lengths))),
-    )
 
 
 def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:

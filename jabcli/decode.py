@@ -3,8 +3,9 @@
 `greedy_decode` feeds one token at a time through the decoder with a key/value cache
 (the encoder's keys and values are computed once per sequence); `greedy_decode_full`
 reruns the whole decoder at every step and is kept as the reference it is tested
-and benchmarked against. Both read the
-positions [B, S] and [B, max_out] the model's encoding needs (`Setup.positions`).
+and benchmarked against. Both read the positions [B, S] and [B, max_out] the model's
+scheme drew (`Experiment.positions`). A row whose source holds no symbol (padding
+added to fill a batch) counts as finished from the start and gets no answer.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ def _finish(tokens: jax.Array) -> jax.Array:
     return jnp.where(after_eos, PAD_ID, tokens)
 
 
+def empty_rows(src: jax.Array) -> jax.Array:
+    """[B] True where a source has no symbol: filler rows that need no answer."""
+    return ~jnp.any((src != PAD_ID) & (src != EOS_ID), axis=1)
+
+
+def _not_done(position: jax.Array, out: jax.Array, empty: jax.Array, max_out: int) -> jax.Array:
+    return (position < max_out) & ~jnp.all(empty | jnp.any(out == EOS_ID, axis=1))
+
+
 @partial(jax.jit, static_argnames=("fns", "max_out"))
 def greedy_decode(
     fns: ModelFns,
@@ -34,24 +44,24 @@ def greedy_decode(
     tgt_positions: jax.Array,
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
-    batch = src.shape[0]
+    batch, empty = src.shape[0], empty_rows(src)
     memory = fns.encode(params, None, src, src_positions)
-    cache = fns.init_cache(params, None, memory, max_out)
+    cache = fns.init_cache(params, None, memory, src_positions, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
-
-    def not_done(carry):
-        position, _, out, _ = carry
-        return (position < max_out) & ~jnp.all(jnp.any(out == EOS_ID, axis=1))
 
     def step(carry):
         position, token, out, cache = carry
-        logits, cache = fns.decode_step(params, None, token, position, cache, src, tgt_positions)
-        token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        logits, cache = fns.decode_step(
+            params, None, token, position, cache, src, tgt_positions, src_positions
+        )
+        token = jnp.where(empty, PAD_ID, jnp.argmax(logits, axis=-1)).astype(jnp.int32)
         out = jax.lax.dynamic_update_slice_in_dim(out, token[:, None], position, axis=1)
         return position + 1, token, out, cache
 
     start = (0, jnp.full((batch,), BOS_ID, jnp.int32), out, cache)
-    _, _, out, _ = jax.lax.while_loop(not_done, step, start)
+    _, _, out, _ = jax.lax.while_loop(
+        lambda carry: _not_done(carry[0], carry[2], empty, max_out), step, start
+    )
     return _finish(out)
 
 
@@ -65,25 +75,24 @@ def greedy_decode_full(
     tgt_positions: jax.Array,
 ) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
-    batch = src.shape[0]
+    batch, empty = src.shape[0], empty_rows(src)
     tgt_in = jnp.full((batch, max_out), PAD_ID, jnp.int32).at[:, 0].set(BOS_ID)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
-
-    def not_done(carry):
-        position, _, out = carry
-        return (position < max_out) & ~jnp.all(jnp.any(out == EOS_ID, axis=1))
 
     def step(carry):
         position, tgt_in, out = carry
         logits, _ = fns.forward(
             params, None, src, tgt_in, src_positions=src_positions, tgt_positions=tgt_positions
         )
-        token = jnp.argmax(logits[:, position], axis=-1).astype(jnp.int32)
+        token = jnp.argmax(logits[:, position], axis=-1)
+        token = jnp.where(empty, PAD_ID, token).astype(jnp.int32)
         out = out.at[:, position].set(token)
         tgt_in = jax.lax.dynamic_update_slice_in_dim(
             tgt_in, token[:, None], jnp.minimum(position + 1, max_out - 1), axis=1
         )
         return position + 1, tgt_in, out
 
-    _, _, out = jax.lax.while_loop(not_done, step, (0, tgt_in, out))
+    _, _, out = jax.lax.while_loop(
+        lambda carry: _not_done(carry[0], carry[2], empty, max_out), step, (0, tgt_in, out)
+    )
     return _finish(out)

@@ -18,6 +18,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from jabcli.inspection import AttentionMap
+from jabcli.runs import atomic_write
+from jabcli.session import Observer, Outcome
+
 console = Console()
 
 SHADES = " ░▒▓█"
@@ -27,10 +31,10 @@ def percent(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-class TrainView:
+class TrainView(Observer):
     """Live view of a training run: progress bar, latest metrics, evaluations."""
 
-    def __init__(self, total_steps: int, start_step: int, title: str):
+    def __init__(self) -> None:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -40,18 +44,30 @@ class TrainView:
             TimeRemainingColumn(),
             console=console,
         )
-        self.bar = self.progress.add_task(title, total=total_steps, completed=start_step, speed="")
         self.metrics: dict[str, Any] = {}
         self.eval: dict[str, Any] = {}
+        self.live: Live | None = None
+
+    def note(self, message: str) -> None:
+        console.print(message)
+
+    def begin(self, run, experiment, start_step: int) -> None:
+        cfg = experiment.config
+        console.print(
+            f"Training [bold]{cfg.task.name}[/] (lengths {cfg.task.min_len}-{cfg.task.max_len}) "
+            f"into {run.path} on {jax_devices()}"
+        )
+        self.bar = self.progress.add_task(
+            cfg.task.name, total=cfg.train.steps, completed=start_step, speed=""
+        )
         self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
-
-    def __enter__(self) -> "TrainView":
         self.live.__enter__()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.live.update(self.render())
-        self.live.__exit__(*exc)
+    def end(self) -> None:
+        if self.live is not None:
+            self.live.update(self.render())
+            self.live.__exit__(None, None, None)
+            self.live = None
 
     def render(self) -> Group:
         table = Table(box=box.SIMPLE, show_header=True, header_style="bold")
@@ -78,19 +94,25 @@ class TrainView:
             )
         return Group(self.progress, table)
 
-    def on_log(self, record: dict[str, Any]) -> None:
+    def log(self, record: dict[str, Any]) -> None:
         self.metrics = record
         self.progress.update(
             self.bar, completed=record["step"], speed=f"{record['steps_per_sec']:.0f} steps/s"
         )
         self.live.update(self.render())
 
-    def on_eval(self, result: dict[str, Any]) -> None:
+    def evaluated(self, result: dict[str, Any]) -> None:
         self.eval = result
-        self.live.console.print(
+        console.print(
             f"step {result['step']:>6}  held-out: token acc {percent(result['token_acc'])}, "
             f"exact match {percent(result['seq_acc'])} ({result['samples']} samples)"
         )
+
+
+def jax_devices() -> str:
+    import jax
+
+    return f"{jax.device_count()} {jax.default_backend()} device(s)"
 
 
 def examples_table(
@@ -114,19 +136,19 @@ def verdict(correct: bool | None) -> Text:
     return Text("✓ right", style="green") if correct else Text("✗ wrong", style="red")
 
 
-def summary(run_path: str, outcome: dict[str, Any], target: float) -> Group:
-    ev = outcome["last_eval"]
+def summary(outcome: Outcome) -> Group:
+    ev = outcome.last_eval
     table = Table(title="Run summary", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("run", run_path)
-    table.add_row("steps", str(outcome["step"]))
-    table.add_row("wall time", f"{outcome['elapsed_s']:.1f} s")
+    table.add_row("run", str(outcome.run.path))
+    table.add_row("steps", str(outcome.step))
+    table.add_row("wall time", f"{outcome.elapsed_s:.1f} s")
     if ev:
-        reached = ev["seq_acc"] >= target
+        reached = "reached" if outcome.reached_target else "not reached"
         table.add_row("held-out token acc", percent(ev["token_acc"]))
         table.add_row("held-out exact match", percent(ev["seq_acc"]))
-        table.add_row("target", f"{percent(target)} " + ("reached" if reached else "not reached"))
+        table.add_row("target", f"{percent(outcome.target_seq_acc)} {reached}")
     parts: list[Any] = [table]
     if ev:
         parts.append(examples_table(ev["examples"]))
@@ -311,10 +333,39 @@ def label(token: str) -> str:
     return {"<pad>": "·", "<bos>": "^", "<eos>": "$"}.get(token, token)
 
 
-def attention_view(panels: list[Panel], title: str) -> Group:
+def attention_view(picture: AttentionMap, layer: int, head: str | None, run_path: str) -> Group:
+    """The heatmaps of one layer: every head side by side, one head, or their mean."""
+    weights, rows, cols = picture.weights[layer], picture.rows, picture.cols
+    if head is None:
+        panels = [heatmap(weights[h], rows, cols, f"head {h}") for h in range(len(weights))]
+    elif head == "mean":
+        panels = [heatmap(weights.mean(0), rows, cols, "mean of heads")]
+    else:
+        panels = [heatmap(weights[int(head)], rows, cols, f"head {head}")]
+    if picture.expected is None:
+        verdict = "no reference answer"
+    elif picture.answer == picture.expected:
+        verdict = "right"
+    else:
+        verdict = f"wrong, expected {picture.expected}"
+    title = (
+        f"{picture.kind} attention, layer {layer} of {run_path}: "
+        f"input {picture.input} -> output {picture.answer} ({verdict})"
+    )
     return Group(
         Text(title, style="bold"),
         Columns(panels, padding=(0, 1)),
         legend(),
         Text("^ = <bos>, $ = <eos>", style="dim"),
     )
+
+
+def save_picture(view: Group, columns: int, path: Path) -> None:
+    """Write `view` to an .svg or .html file, `columns` wide at the least."""
+    recorder = Console(record=True, width=max(console.width, columns))
+    recorder.print(view)
+    if path.suffix.lower() == ".svg":
+        picture = recorder.export_svg(title="jab show-attention")
+    else:
+        picture = recorder.export_html()
+    atomic_write(path, picture.encode())

@@ -6,7 +6,7 @@
         checkpoints/
             step-00001200.npz  params, optimizer state, step, rng (no pickle)
             manifest.json      each checkpoint's step, sha256 and held-out accuracy
-        .lock                the pid of the process writing the run
+        .lock                held (flock) by the process writing the run; holds its pid
 
 Every file is written to a temporary name and renamed into place, and a checkpoint
 is listed in the manifest only once it is complete, so a kill at any moment leaves
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import io
 import json
@@ -28,9 +29,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from jabcli.config import Config, from_dict
+from jabcli.config import FILE_PREFIX, Config, data_path, from_dict
 from jabcli.errors import JabError
-from jabcli.tasks import FILE_PREFIX
 from jabcli.tokenizer import Tokenizer
 
 FORMAT = 1
@@ -70,8 +70,8 @@ def sha256(data: bytes) -> str:
 def new_run_dir(task: str) -> Path:
     """Claim a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    if task.startswith(FILE_PREFIX):
-        task = "file-" + Path(task[len(FILE_PREFIX) :]).stem
+    if data_path(task) is not None:
+        task = "file-" + Path(data_path(task)).stem
     for n in range(1, 1000):
         path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
         try:
@@ -108,18 +108,24 @@ class Run:
             run.checkpoints.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise JabError(f"could not create run folder {path}: {describe(err)}") from None
-        data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
-        if cfg.task.name.startswith(FILE_PREFIX):
+        source = data_path(cfg.task.name)
+        if source is not None:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
-            source = Path(cfg.task.name[len(FILE_PREFIX) :])
-            copy = DATA_FILE + source.suffix.lower()
+            copy = DATA_FILE + Path(source).suffix.lower()
             try:
-                atomic_write(run.path / copy, source.read_bytes())
+                atomic_write(run.path / copy, Path(source).read_bytes())
             except OSError as err:
                 raise JabError(f"could not copy {source} into {path}: {describe(err)}") from None
-            data["task"]["name"] = FILE_PREFIX + copy
-        atomic_write(run.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
+        run.save_config(cfg, tokenizer)
         return run
+
+    def save_config(self, cfg: Config, tokenizer: Tokenizer) -> None:
+        """Write config.yaml: the config, the vocabulary and the format version."""
+        data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
+        source = data_path(cfg.task.name)
+        if source is not None:
+            data["task"]["name"] = FILE_PREFIX + DATA_FILE + Path(source).suffix.lower()
+        atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
 
     @classmethod
     def open(cls, path: Path | None) -> "Run":
@@ -149,8 +155,8 @@ class Run:
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
         task = data.get("task")
-        if isinstance(task, dict) and str(task.get("name", "")).startswith(FILE_PREFIX):
-            task["name"] = FILE_PREFIX + str(self.path / task["name"][len(FILE_PREFIX) :])
+        if isinstance(task, dict) and data_path(str(task.get("name", ""))) is not None:
+            task["name"] = FILE_PREFIX + str(self.path / data_path(task["name"]))
         return from_dict(data, f"{self.path}/config.yaml"), Tokenizer(vocab)
 
     # metrics
@@ -281,44 +287,36 @@ class Run:
 
     @contextlib.contextmanager
     def lock(self):
-        """Refuse a second writer; a lock left by a dead process is taken over."""
+        """Refuse a second writer. The lock is an flock on .lock, so the kernel releases
+        it when its process dies, however it dies: a left-over file never blocks."""
         path = self.path / ".lock"
         while True:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR)
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                break
-            except FileExistsError:
-                try:
-                    pid = int(path.read_text().strip() or 0)
-                    just_created = time.time() - path.stat().st_mtime < 5
-                except (OSError, ValueError):
-                    pid, just_created = 0, False
-                if (pid and pid_alive(pid)) or (not pid and just_created):
-                    raise JabError(
-                        f"{self.path} is being written by another jab process (pid {pid})"
-                    ) from None
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise JabError(
+                    f"{self.path} is being written by another jab process (pid {holder})"
+                ) from None
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break  # not the file of a writer that has just finished and removed it
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         try:
             yield
         finally:
             with contextlib.suppress(OSError):
                 path.unlink()
+            os.close(fd)
 
 
 def best_file(entries: list[dict[str, Any]]) -> str | None:
     """The checkpoint with the highest held-out exact match (the newest among equals)."""
     scored = [e for e in entries if e.get("eval_seq_acc") is not None]
     return max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,24 +1,58 @@
-"""`jab train`: a Trainer wired to a run folder, the live view and the signals.
+"""`jab train` as a library call: a Trainer wired to a run folder, its checkpoints and
+the signals that stop it. It reports through an `Observer` and returns an `Outcome`;
+it never prints and never exits.
 
-Ctrl-C or SIGTERM stops the loop between two chunks; the current step is saved and
-the process exits with 130 or 143 after printing the command that resumes it. A new
-run that fails before its first checkpoint is removed, so runs/ never holds a run
-that cannot be evaluated or resumed.
+Ctrl-C or SIGTERM stops the loop between two chunks and the current step is saved
+(`Outcome.interrupted_by` says which signal). A new run that fails before its first
+checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed.
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jabcli import runs
-from jabcli.config import Config
 from jabcli.errors import JabError
+from jabcli.experiment import Experiment
 from jabcli.runs import Run
-from jabcli.tokenizer import Tokenizer
+
+
+class Observer:
+    """What a training session reports, as it happens; every method may be left out."""
+
+    def begin(self, run: Run, experiment: Experiment, start_step: int) -> None:
+        """Training into `run` starts (or resumes) at `start_step`."""
+
+    def note(self, message: str) -> None:
+        """Something worth telling: resuming, a broken checkpoint skipped."""
+
+    def log(self, record: dict[str, Any]) -> None:
+        """One metrics.jsonl record, once per chunk of steps."""
+
+    def evaluated(self, result: dict[str, Any]) -> None:
+        """A held-out evaluation, with the step it was made at."""
+
+    def end(self) -> None:
+        """Training stopped, for whatever reason."""
+
+
+@dataclass
+class Outcome:
+    run: Run
+    step: int
+    start_step: int
+    elapsed_s: float
+    last_eval: dict[str, Any]
+    target_seq_acc: float
+    interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
+
+    @property
+    def reached_target(self) -> bool:
+        return bool(self.last_eval) and self.last_eval["seq_acc"] >= self.target_seq_acc
 
 
 class StopRequest:
@@ -46,63 +80,49 @@ class StopRequest:
         return self.signum is not None
 
 
-def start(cfg: Config, out: Path | None, no_cache: bool) -> None:
+def start(experiment: Experiment, out: Path | None, observer: Observer | None = None) -> Outcome:
+    """Train a new run into `out` (default: a fresh folder under runs/)."""
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
-    with StopRequest() as stop:
-        _train(cfg, Tokenizer(), out, None, no_cache, stop)
+    from jabcli.train import check_devices
+
+    check_devices(experiment.config.train)
+    run = _create(experiment, out)
+    return _train(run, experiment, None, observer or Observer())
 
 
-def resume(path: Path | None, steps: int | None, no_cache: bool) -> None:
+def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
+    """Continue a run from its newest valid checkpoint; `steps` extends it, and is saved
+    in the run so that a later plain resume aims for the same step."""
     run = Run.open(path)
     cfg, tokenizer = run.load_config()
-    if steps is not None:
-        if steps <= 0:
-            raise JabError(f"--steps must be positive, got {steps}")
+    if steps is not None and steps != cfg.train.steps:
         cfg.train.steps = steps
-    with StopRequest() as stop:
-        _train(cfg, tokenizer, run.path, run, no_cache, stop)
-
-
-def _train(
-    cfg: Config,
-    tokenizer: Tokenizer,
-    out: Path | None,
-    existing: Run | None,
-    no_cache: bool,
-    stop: StopRequest,
-) -> None:
-    from jabcli import runtime
-
-    runtime.configure(no_cache)
-    from jabcli.display import console, summary
-    from jabcli.train import Setup, check_devices
-
-    check_devices(cfg)
-    setup = Setup.create(cfg, tokenizer)
-    run = existing or _create(cfg, tokenizer, out)
-    try:
         with run.lock():
-            outcome = _loop(run, setup, existing is not None, stop)
-    except BaseException:
-        if existing is None and not run.manifest()["checkpoints"]:
-            shutil.rmtree(run.path, ignore_errors=True)  # nothing worth keeping yet
-        raise
-    if stop.signum is not None:
-        console.print(f"Interrupted at step {outcome['step']}; checkpoint saved in {run.path}")
-        console.print(f"Resume with: jab train --resume {run.path}")
-        sys.exit(128 + stop.signum)
-    console.print()
-    console.print(summary(str(run.path), outcome, cfg.train.target_seq_acc))
-    console.print(f"Next: jab eval --run {run.path}   |   jab show-attention --run {run.path}")
+            run.save_config(cfg, tokenizer)
+    experiment = Experiment.create(cfg, tokenizer)
+    observer = observer or Observer()
+    entry, arrays = run.newest_valid_checkpoint(
+        warn=lambda m: observer.note(f"{m}; falling back to an earlier checkpoint")
+    )
+    from jabcli.train import check_devices, state_from_arrays
+
+    check_devices(cfg.train)
+    state = state_from_arrays(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
+    if entry["step"] >= cfg.train.steps:
+        raise JabError(
+            f"{run.path} already reached step {entry['step']} of {cfg.train.steps}; "
+            "pass a larger --steps to continue"
+        )
+    return _train(run, experiment, (entry["step"], state), observer)
 
 
-def _create(cfg: Config, tokenizer: Tokenizer, out: Path | None) -> Run:
+def _create(experiment: Experiment, out: Path | None) -> Run:
     """A new run folder with its config; on failure, nothing of it is left behind."""
     existed = out is not None and out.is_dir()  # start() allows only an empty one
-    path = out or runs.new_run_dir(cfg.task.name)
+    path = out or runs.new_run_dir(experiment.config.task.name)
     try:
-        return Run.create(path, cfg, tokenizer)
+        return Run.create(path, experiment.config, experiment.tokenizer)
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         if existed:
@@ -110,70 +130,71 @@ def _create(cfg: Config, tokenizer: Tokenizer, out: Path | None) -> Run:
         raise
 
 
-def _resume_state(run: Run, setup: Any, console: Any) -> Any:
-    """The training state of the newest valid checkpoint; newer broken ones are dropped."""
-    from jabcli.train import state_from_arrays
-
-    entry, arrays = run.newest_valid_checkpoint(warn=lambda m: console.print(f"[yellow]{m}[/]"))
-    try:
-        state = state_from_arrays(setup, arrays)
-    except (KeyError, ValueError) as err:
-        raise JabError(f"checkpoint {entry['file']} in {run.path} does not fit: {err}") from None
-    steps = setup.cfg.train.steps
-    if entry["step"] >= steps:
-        raise JabError(
-            f"{run.path} already reached step {entry['step']} of {steps}; "
-            "pass a larger --steps to continue"
-        )
-    run.forget_after(entry["step"])
-    run.truncate_metrics(entry["step"])
-    console.print(f"Resuming {run.path} from step {entry['step']}")
-    return state
-
-
-def _loop(run: Run, setup: Any, resuming: bool, stop: StopRequest) -> dict[str, Any]:
+def _train(
+    run: Run, experiment: Experiment, resumed: tuple[int, Any] | None, observer: Observer
+) -> Outcome:
     """Train until done, early-stopped or interrupted, checkpointing along the way."""
-    import jax
+    try:
+        with run.lock(), StopRequest() as stop:
+            if resumed is not None:
+                run.forget_after(resumed[0])
+                run.truncate_metrics(resumed[0])
+                observer.note(f"Resuming {run.path} from step {resumed[0]}")
+            return _loop(run, experiment, resumed and resumed[1], observer, stop)
+    except BaseException:
+        if resumed is None and not run.manifest()["checkpoints"]:
+            shutil.rmtree(run.path, ignore_errors=True)  # nothing worth keeping yet
+        raise
 
-    from jabcli.display import TrainView, console
+
+def _loop(
+    run: Run, experiment: Experiment, state: Any, observer: Observer, stop: StopRequest
+) -> Outcome:
     from jabcli.train import Trainer, state_to_arrays
 
-    cfg = setup.cfg
-    trainer = Trainer(setup, _resume_state(run, setup, console) if resuming else None)
-    console.print(
-        f"Training [bold]{cfg.task.name}[/] (lengths {cfg.task.min_len}-{cfg.task.max_len}) "
-        f"into {run.path} on {jax.device_count()} {jax.default_backend()} device(s)"
-    )
+    tr = experiment.config.train
+    trainer = Trainer(experiment, state)
     saved_step = -1
 
     def save(eval_seq_acc: float | None = None) -> None:
         nonlocal saved_step
         step = int(trainer.state.step)
-        arrays = state_to_arrays(trainer.state)
-        run.save_checkpoint(arrays, step, eval_seq_acc, keep=cfg.train.keep_checkpoints)
+        run.save_checkpoint(
+            state_to_arrays(trainer.state), step, eval_seq_acc, keep=tr.keep_checkpoints
+        )
         saved_step = step
 
     def on_eval(result: dict[str, Any]) -> None:
-        view.on_eval(result)
+        observer.evaluated(result)
         save(result["seq_acc"])
 
-    with TrainView(cfg.train.steps, int(trainer.state.step), cfg.task.name) as view:
-        try:
-            outcome = trainer.run(
-                on_log=lambda r: (run.append_metrics(r), view.on_log(r)),
-                on_eval=on_eval,
-                should_stop=stop,
-            )
-        except FloatingPointError as err:
-            kept = (
-                "the last good checkpoint is kept"
-                if saved_step >= 0 or resuming
-                else ("no checkpoint had been saved yet")
-            )
-            raise JabError(
-                f"{err}; stopped, {kept}. Try a smaller train.learning_rate "
-                "(for example --set train.learning_rate=3e-4)"
-            ) from None
+    def on_log(record: dict[str, Any]) -> None:
+        run.append_metrics(record)
+        observer.log(record)
+
+    observer.begin(run, experiment, int(trainer.state.step))
+    try:
+        outcome = trainer.run(on_log=on_log, on_eval=on_eval, should_stop=stop)
+    except FloatingPointError as err:
+        kept = (
+            "the last good checkpoint is kept"
+            if saved_step >= 0 or state is not None
+            else "no checkpoint had been saved yet"
+        )
+        raise JabError(
+            f"{err}; stopped, {kept}. Try a smaller train.learning_rate "
+            "(for example --set train.learning_rate=3e-4)"
+        ) from None
+    finally:
+        observer.end()
     if saved_step != outcome["step"]:
         save()
-    return outcome
+    return Outcome(
+        run=run,
+        step=outcome["step"],
+        start_step=outcome["start_step"],
+        elapsed_s=outcome["elapsed_s"],
+        last_eval=outcome["last_eval"],
+        target_seq_acc=tr.target_seq_acc,
+        interrupted_by=stop.signum,
+    )

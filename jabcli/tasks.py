@@ -8,18 +8,14 @@ against and `jab predict` marks answers with.
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jabcli.errors import JabError
+from jabcli.errors import JabError, suggest
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-
-if TYPE_CHECKING:
-    from jabcli.config import TaskConfig
 
 
 class Batch(NamedTuple):
@@ -35,24 +31,38 @@ class Batch(NamedTuple):
     tgt_out: jax.Array
 
 
+@dataclass(frozen=True)
 class Task:
-    """A sequence-to-sequence task over a fixed alphabet.
+    """A sequence-to-sequence task over an alphabet, with its options as fields.
 
     `targets` maps a padded batch of sources to its targets; tasks whose sources are not
-    uniform strings override `sample_lengths` (addition) or `sample` and `held_out`
-    (pairs read from a file).
+    uniform strings override `sample_lengths` (addition) or `sample` and `held_out_batch`
+    (pairs read from a file). `output_length` is the one description of how long an
+    answer can be: decoder length, positions needed and randomized draws follow from it.
     """
 
-    name: str = ""
-    description: str = ""
-    alphabet: str = "0123456789"  # what the preset draws sources from
-    fixed_alphabet: bool = False  # True when task.alphabet may not change it
-    min_length: int = 1  # shortest valid source
-    expansion: int = 1  # answers to sources of length L are shorter than expansion * (L + 1)
+    alphabet: str = ""  # what sources are drawn from; "" means `default_alphabet`
+    tokenizer: Tokenizer = field(default_factory=Tokenizer, compare=False, repr=False)
 
-    def configure(self, cfg: TaskConfig) -> Task:
-        """This task with the options in `cfg` applied (most tasks have none)."""
-        return self
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_alphabet: ClassVar[str] = "0123456789"
+    fixed_alphabet: ClassVar[bool] = False  # True when task.alphabet may not change it
+    min_length: ClassVar[int] = 1  # shortest valid source
+
+    def __post_init__(self) -> None:
+        if not self.alphabet:
+            object.__setattr__(self, "alphabet", self.default_alphabet)
+
+    @classmethod
+    def options(cls) -> list[str]:
+        """The task's own options: `task.<name>` config keys passed to its constructor."""
+        return [f.name for f in fields(cls) if f.name not in ("alphabet", "tokenizer")]
+
+    @property
+    def symbol_ids(self) -> jax.Array:
+        """[len(alphabet)] the alphabet's token ids."""
+        return jnp.asarray(self.tokenizer.ids(self.alphabet), jnp.int32)
 
     def solve(self, text: str) -> str | None:
         """The reference answer; None when the task has none for `text`."""
@@ -64,53 +74,44 @@ class Task:
     def check_lengths(self, min_len: int, max_len: int) -> None:
         """Raise a JabError when the task cannot train on lengths min_len-max_len."""
 
-    def target_length(self, max_len: int) -> int:
-        """The longest target for sources of up to `max_len` symbols."""
-        return max_len
+    def output_length(self, length):
+        """The longest answer to a source of `length` symbols (an int or an int array)."""
+        return length
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need: the longer of
-        source + <eos> and target + <eos>."""
-        return max(max_len, self.target_length(max_len)) + 1
+        source + <eos> and answer + <eos>."""
+        return max(max_len, self.output_length(max_len)) + 1
 
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
         raise NotImplementedError
 
-    def sample(
-        self, key: jax.Array, batch_size: int, min_len: int, max_len: int, symbol_ids: jax.Array
-    ) -> Batch:
+    def sample(self, key: jax.Array, batch_size: int, min_len: int, max_len: int) -> Batch:
         """A training batch: lengths uniform in [min_len, max_len], symbols uniform."""
         len_key, sym_key = jax.random.split(key)
         lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
-        return self.sample_lengths(sym_key, lengths, max_len, symbol_ids)
+        return self.sample_lengths(sym_key, lengths, max_len)
 
-    def held_out(
-        self,
-        key: jax.Array,
-        samples: int,
-        min_len: int,
-        max_len: int,
-        symbol_ids: jax.Array,
-        each_length: bool = False,
+    def held_out_batch(
+        self, key: jax.Array, samples: int, min_len: int, max_len: int, each_length: bool = False
     ) -> Batch:
         """An evaluation batch: `samples` sources with lengths uniform in the range or,
         with `each_length`, `samples` sources at every length in it. Generated tasks draw
         them as they draw training batches, from a key training never uses."""
         if not each_length:
-            return self.sample(key, samples, min_len, max_len, symbol_ids)
+            return self.sample(key, samples, min_len, max_len)
         lengths = jnp.repeat(jnp.arange(min_len, max_len + 1), samples)
-        return self.sample_lengths(key, lengths, max_len, symbol_ids)
+        return self.sample_lengths(key, lengths, max_len)
 
-    def sample_lengths(
-        self, key: jax.Array, lengths: jax.Array, max_len: int, symbol_ids: jax.Array
-    ) -> Batch:
+    def sample_lengths(self, key: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         """Sources of the given lengths [batch], each at most `max_len`, symbols uniform."""
+        symbol_ids = self.symbol_ids
         choice = jax.random.randint(key, (lengths.shape[0], max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
         tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
         target, target_lengths = self.targets(tokens, lengths)
-        return assemble(tokens, lengths, target, target_lengths, self.target_length(max_len) + 1)
+        return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
 
 
 def assemble(
@@ -186,13 +187,12 @@ class Reverse(Task):
 class Duplicate(Task):
     name = "duplicate"
     description = "Write the input twice: 314 -> 314314"
-    expansion = 2
 
     def solve(self, text):
         return text + text
 
-    def target_length(self, max_len):
-        return 2 * max_len
+    def output_length(self, length):
+        return 2 * length
 
     def targets(self, tokens, lengths):
         index = columns(tokens, 2 * tokens.shape[1]) % jnp.maximum(lengths, 1)[:, None]
@@ -201,21 +201,18 @@ class Duplicate(Task):
 
 @dataclass(frozen=True)
 class Shift(Task):
-    """Rotate left by `k` places (`task.shift`), wrapping around."""
+    """Rotate left by `shift` places (`task.shift`), wrapping around."""
 
-    k: int = 1
+    shift: int = 1
     name = "shift"
     description = "Rotate left by task.shift places: 31415 -> 14153"
 
-    def configure(self, cfg):
-        return Shift(cfg.shift)
-
     def solve(self, text):
-        k = self.k % len(text)
+        k = self.shift % len(text)
         return text[k:] + text[:k]
 
     def targets(self, tokens, lengths):
-        index = (columns(tokens) + self.k) % jnp.maximum(lengths, 1)[:, None]
+        index = (columns(tokens) + self.shift) % jnp.maximum(lengths, 1)[:, None]
         return gather(tokens, index, lengths), lengths
 
 
@@ -249,7 +246,7 @@ class Sort(Task):
 class BucketSort(Sort):
     name = "bucket_sort"
     description = "Sort, many duplicates: 2010210 -> 0001122"
-    alphabet = "012"
+    default_alphabet = "012"
 
 
 @dataclass(frozen=True)
@@ -263,12 +260,9 @@ class Addition(Task):
     reverse_answer: bool = False
     name = "addition"
     description = "Add two numbers: 57+68 -> 125"
-    alphabet = "+0123456789"
+    default_alphabet = "+0123456789"
     fixed_alphabet = True
     min_length = 3
-
-    def configure(self, cfg):
-        return Addition(cfg.reverse_answer)
 
     def check_input(self, text):
         a, plus, b = text.partition("+")
@@ -280,11 +274,12 @@ class Addition(Task):
         total = str(int(a) + int(b))
         return total[::-1] if self.reverse_answer else total
 
-    def target_length(self, max_len):
-        return max(1, max_len - 1)  # the sum has at most one digit more than the longer term
+    def output_length(self, length):
+        return length - 1  # the sum has at most one digit more than the longer term
 
-    def sample_lengths(self, key, lengths, max_len, symbol_ids):
-        plus_id, digit_ids = symbol_ids[0], symbol_ids[1:]  # the alphabet is "+0123456789"
+    def sample_lengths(self, key, lengths, max_len):
+        plus_id = self.tokenizer.ids("+")[0]
+        digit_ids = jnp.asarray(self.tokenizer.ids("0123456789"), jnp.int32)
         split_key, a_key, b_key = jax.random.split(key, 3)
         a_len = jax.random.randint(split_key, lengths.shape, 1, lengths - 1)
         b_len = lengths - 1 - a_len
@@ -307,8 +302,8 @@ class Addition(Task):
         sum_low = sum_low.T  # [batch, max_len], least significant first
         sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
         order = i if self.reverse_answer else sum_len[:, None] - 1 - i
-        answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.target_length(max_len)]
-        return assemble(tokens, lengths, answer, sum_len, self.target_length(max_len) + 1)
+        answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.output_length(max_len)]
+        return assemble(tokens, lengths, answer, sum_len, self.output_length(max_len) + 1)
 
 
 def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
@@ -319,42 +314,17 @@ def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
     return jnp.where(columns(digits) < lengths[:, None], digits, 0)
 
 
-TASKS: dict[str, Task] = {
+TASKS: dict[str, type[Task]] = {
     task.name: task
-    for task in (
-        Copy(),
-        Reverse(),
-        Duplicate(),
-        Shift(),
-        OddsFirst(),
-        Sort(),
-        BucketSort(),
-        Addition(),
-    )
+    for task in (Copy, Reverse, Duplicate, Shift, OddsFirst, Sort, BucketSort, Addition)
 }
-FILE_PREFIX = "file:"
 
 
-def get_task(name: str) -> Task:
+def task_class(name: str) -> type[Task]:
+    """The built-in task called `name`, or an error listing them all."""
     if name not in TASKS:
         raise JabError(
             f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}, "
-            f"or {FILE_PREFIX}PATH for your own data"
+            "or file:PATH for your own data"
         )
     return TASKS[name]
-
-
-def make_task(cfg: TaskConfig, tokenizer: Tokenizer | None = None) -> Task:
-    """The task a config names, with its options: a built-in one or `file:PATH` (whose
-    pairs are encoded with `tokenizer`, the run's vocabulary)."""
-    if cfg.name.startswith(FILE_PREFIX):
-        from jabcli.datafile import FileTask
-
-        return FileTask.load(cfg.name[len(FILE_PREFIX) :], cfg.held_out, tokenizer or Tokenizer())
-    return get_task(cfg.name).configure(cfg)
-
-
-def suggest(word: str, choices) -> str:
-    """' (did you mean 'x'?)' for a close match, else ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -12,8 +12,9 @@ import pytest
 import yaml
 from jabrun import env, jab
 
-from jabcli import config, runs
+from jabcli import runs
 from jabcli.errors import JabError
+from jabcli.experiment import resolve
 
 RUN = "runs/tiny"
 
@@ -29,10 +30,11 @@ CASES = {
         ["train", "--task", "copy", "--set", "model.d_modle=64"],
         "did you mean 'model.d_model'",
     ),
-    "negative steps": (
-        ["train", "--task", "copy", "--steps", "-5"],
-        "train.steps must be positive",
-    ),
+    "negative steps": (["train", "--task", "copy", "--steps", "-5"], "'--steps'"),
+    "zero samples": (["eval", "--run", RUN, "--samples", "0"], "'--samples'"),
+    "seed out of range": (["eval", "--run", RUN, "--seed", "-1"], "'--seed'"),
+    "unknown attention kind": (["show-attention", "--run", RUN, "--kind", "self"], "'--kind'"),
+    "a run folder without --resume": (["train", "runs/tiny"], "--resume runs/tiny"),
     "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
     "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
     "unknown command": (["trian"], "trian"),
@@ -163,5 +165,5 @@ def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.tsv").write_text("12\t21\n123 321\n")
     with pytest.raises(JabError, match=expected):
-        config.resolve(task, sets=sets)
+        resolve(task, sets=sets)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]

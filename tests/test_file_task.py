@@ -7,9 +7,8 @@ import jax
 import numpy as np
 from jabrun import jab
 
-from jabcli import config
-from jabcli.datafile import FileTask
-from jabcli.tasks import make_task
+from jabcli.datafile import DataFile, FileTask
+from jabcli.experiment import resolve
 from jabcli.tokenizer import Tokenizer
 
 SMALL = [
@@ -63,9 +62,9 @@ def test_a_jsonl_file_gives_its_alphabet_and_lengths_to_the_config(tmp_path, mon
     pairs = [{"input": f"{a}+{b}", "output": str(a + b)} for a in range(30) for b in range(30)]
     (tmp_path / "sums.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
     monkeypatch.chdir(tmp_path)
-    cfg = config.resolve("file:sums.jsonl", sets=["task.max_len=4"])
+    experiment = resolve("file:sums.jsonl", sets=["task.max_len=4"])
+    cfg, task = experiment.config, experiment.task
     assert (cfg.task.alphabet, cfg.task.min_len, cfg.task.max_len) == ("+0123456789", 3, 4)
-    task = make_task(cfg.task)
     assert task.solve("12+7") == "19" and task.solve("7+12") == "19"
     assert task.solve("99+99") is None
 
@@ -74,13 +73,32 @@ def test_training_batches_never_contain_held_out_pairs(tmp_path):
     words = ["".join(w) for n in range(1, 5) for w in itertools.product("ab", repeat=n)]
     (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}{w}\n" for w in words))
     tok = Tokenizer()
-    task = FileTask.load(str(tmp_path / "pairs.tsv"), 0.25, tok)
+    task = FileTask(data=DataFile.read(str(tmp_path / "pairs.tsv"), tok), held_out=0.25)
     held_out = {w for w, kept in zip(words, task.is_held_out) if kept}
     assert len(held_out) == round(0.25 * len(words))
-    batch = task.sample(jax.random.PRNGKey(0), 2000, 1, 4, None)
+    batch = task.sample(jax.random.PRNGKey(0), 2000, 1, 4)
     seen = {tok.decode(row) for row in np.asarray(batch.src)}
     assert seen == set(words) - held_out
     for src, out in zip(np.asarray(batch.src), np.asarray(batch.tgt_out)):
         assert tok.decode(out) == task.solve(tok.decode(src))
-    evaluated = task.held_out(jax.random.PRNGKey(1), 1000, 1, 4, None)
+    evaluated = task.held_out_batch(jax.random.PRNGKey(1), 1000, 1, 4)
     assert {tok.decode(row) for row in np.asarray(evaluated.src)} == held_out
+
+
+def test_a_data_file_named_in_a_task_yaml_is_found_next_to_the_yaml(tmp_path, monkeypatch):
+    (tmp_path / "tasks").mkdir()
+    words = ["".join(w) for n in range(1, 4) for w in itertools.product("ab", repeat=n)]
+    (tmp_path / "tasks" / "rev.tsv").write_text("".join(f"{w}\t{w[::-1]}\n" for w in words))
+    (tmp_path / "tasks" / "mine.yaml").write_text("task:\n  name: file:rev.tsv\n")
+    monkeypatch.chdir(tmp_path)
+    experiment = resolve("tasks/mine.yaml")
+    assert experiment.task.solve("aab") == "baa"
+    assert experiment.config.task.alphabet == "ab"
+
+
+def test_a_data_file_given_without_file_prefix_gets_the_right_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rev.tsv").write_text("ab\tba\n")
+    result = jab("train", "--task", "rev.tsv", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "file:rev.tsv" in result.stderr

@@ -7,9 +7,11 @@ import pytest
 
 from jabcli.config import ModelConfig
 from jabcli.decode import greedy_decode, greedy_decode_full
+from jabcli.errors import JabError
+from jabcli.experiment import resolve
 from jabcli.model import build
-from jabcli.positions import ENCODINGS, sinusoidal_encoding
-from jabcli.tokenizer import BOS_ID, PAD_ID
+from jabcli.positions import SCHEMES, get_scheme, sinusoidal_encoding
+from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 20
 
@@ -26,12 +28,13 @@ def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=2
         pos_encoding=pos_encoding,
         max_positions=64,
     )
-    fns = build(cfg, VOCAB)
+    scheme = get_scheme(pos_encoding)
+    fns = build(cfg, scheme, VOCAB)
     fns = fns._replace(forward=jax.jit(fns.forward, static_argnames="is_training"))
     src = jnp.array([[5, 6, 7, 8, PAD_ID], [9, 10, PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
     tgt = jnp.array([[BOS_ID, 8, 7, 6, 5], [BOS_ID, 10, 9, PAD_ID, PAD_ID]], jnp.int32)
     params = fns.init(jax.random.PRNGKey(0), src, tgt)
-    return fns, params, src, tgt
+    return fns, params, src, tgt, scheme
 
 
 def test_positional_encoding_follows_the_paper_formula():
@@ -45,7 +48,7 @@ def test_positional_encoding_follows_the_paper_formula():
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_changing_a_later_target_token_leaves_earlier_predictions_unchanged(norm):
-    fns, params, src, tgt = make(norm)
+    fns, params, src, tgt, _ = make(norm)
     logits, _ = fns.forward(params, None, src, tgt)
     changed = tgt.at[0, 3].set(12)
     logits_changed, _ = fns.forward(params, None, src, changed)
@@ -55,7 +58,7 @@ def test_changing_a_later_target_token_leaves_earlier_predictions_unchanged(norm
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_extra_padding_leaves_outputs_unchanged(norm):
-    fns, params, src, tgt = make(norm, "gelu")
+    fns, params, src, tgt, _ = make(norm, "gelu")
     logits, _ = fns.forward(params, None, src, tgt)
     more_src = jnp.pad(src, ((0, 0), (0, 4)), constant_values=PAD_ID)
     more_tgt = jnp.pad(tgt, ((0, 0), (0, 3)), constant_values=PAD_ID)
@@ -65,7 +68,7 @@ def test_extra_padding_leaves_outputs_unchanged(norm):
 
 
 def test_attention_weights_are_returned_for_every_layer_and_sum_to_one():
-    fns, params, src, tgt = make()
+    fns, params, src, tgt, _ = make()
     _, attention = fns.forward(params, None, src, tgt)
     assert attention.encoder.shape == (2, 2, 4, 5, 5)
     assert attention.decoder.shape == (2, 2, 4, 5, 5)
@@ -74,7 +77,7 @@ def test_attention_weights_are_returned_for_every_layer_and_sum_to_one():
 
 
 def test_dropout_is_active_only_in_training():
-    fns, params, src, tgt = make()
+    fns, params, src, tgt, _ = make()
     a, _ = fns.forward(params, jax.random.PRNGKey(1), src, tgt, is_training=True)
     b, _ = fns.forward(params, jax.random.PRNGKey(2), src, tgt, is_training=True)
     c, _ = fns.forward(params, None, src, tgt)
@@ -85,24 +88,33 @@ def test_dropout_is_active_only_in_training():
 
 @pytest.mark.parametrize(
     "norm, pos_encoding, num_layers",
-    [("pre", "sinusoidal", 2)] + [("post", e, 1) for e in ENCODINGS],
+    [("pre", "sinusoidal", 2)] + [("post", e, 1) for e in SCHEMES],
 )
 def test_cached_decoding_gives_the_same_answers_as_full_recomputation(
     norm, pos_encoding, num_layers
 ):
-    fns, params, src, _ = make(norm, pos_encoding=pos_encoding, num_layers=num_layers)
+    fns, params, _, _, scheme = make(norm, pos_encoding=pos_encoding, num_layers=num_layers)
     # Larger weights than at initialisation, so that answers vary from token to token.
     params = jax.tree_util.tree_map(lambda w: 3 * w, params)
-    src = jax.random.randint(jax.random.PRNGKey(3), (16, 9), 3, VOCAB)
-    counts = jnp.full((16,), 9)
+    # Sources of every length from 1 to 8, then <eos> and padding, as evaluation sees them.
+    lengths = jnp.arange(16) % 8 + 1
+    columns = jnp.arange(9)[None, :]
+    symbols = jax.random.randint(jax.random.PRNGKey(3), (16, 9), 3, VOCAB)
+    src = jnp.where(columns < lengths[:, None], symbols, PAD_ID)
+    src = jnp.where(columns == lengths[:, None], EOS_ID, src)
+    counts = lengths + 1
     positions = (
-        fns.positions(jax.random.PRNGKey(4), counts, 9),
-        fns.positions(jax.random.PRNGKey(5), counts + 3, 12),
+        scheme.draw(jax.random.PRNGKey(4), counts, 9, 64),
+        scheme.draw(jax.random.PRNGKey(5), counts + 3, 12, 64),
     )
     fast = greedy_decode(fns, params, src, 12, *positions)
     slow = greedy_decode_full(fns, params, src, 12, *positions)
     np.testing.assert_array_equal(fast, slow)
     assert len(np.unique(np.asarray(fast))) > 3
+    # Padding is masked in cached cross-attention too: more of it changes no answer.
+    wider = jnp.pad(src, ((0, 0), (0, 4)), constant_values=PAD_ID)
+    wider_positions = (scheme.draw(jax.random.PRNGKey(4), counts, 13, 64), positions[1])
+    np.testing.assert_array_equal(greedy_decode(fns, params, wider, 12, *wider_positions), fast)
 
     # The same token everywhere after <bos>: only positions can make the outputs differ.
     same = jnp.full((1, 6), 7, jnp.int32)
@@ -110,3 +122,20 @@ def test_cached_decoding_gives_the_same_answers_as_full_recomputation(
     counting = jnp.arange(6)[None]
     logits, _ = fns.forward(params, None, same, tgt, src_positions=counting, tgt_positions=counting)
     assert not np.allclose(logits[0, 2], logits[0, 4], atol=1e-4)
+
+
+def test_a_batch_row_with_no_input_decodes_to_nothing_and_does_not_hold_up_the_others():
+    fns, params, _, _, scheme = make()
+    src = jnp.array([[5, 6, EOS_ID], [PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
+    positions = (jnp.tile(jnp.arange(3), (2, 1)), jnp.tile(jnp.arange(6), (2, 1)))
+    out = np.asarray(greedy_decode(fns, params, src, 6, *positions))
+    assert np.all(out[1] == PAD_ID)  # the filler row is finished from the start
+    alone = np.asarray(greedy_decode(fns, params, src[:1], 6, positions[0][:1], positions[1][:1]))
+    np.testing.assert_array_equal(out[:1], alone)
+
+
+def test_a_batch_wider_than_the_model_positions_is_a_clear_error_not_nan():
+    experiment = resolve("copy", sets=["model.max_positions=20", "task.max_len=8"])
+    src = jnp.full((2, 30), 5, jnp.int32)
+    with pytest.raises(JabError, match="model.max_positions = 20"):
+        experiment.positions(jax.random.PRNGKey(0), src, 10)

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jabcli.positions import alibi_bias, draw, randomized_positions, rope
+from jabcli.positions import SCHEMES, alibi_bias, randomized_positions, rope
 
 
 def test_rope_scores_depend_only_on_the_offset_between_positions():
@@ -32,7 +32,7 @@ def test_rope_keeps_vector_lengths():
 
 def test_alibi_biases_fall_with_distance_and_are_steepest_in_the_first_head():
     positions = jnp.arange(12)[None]
-    bias = np.asarray(alibi_bias(positions, positions, num_heads=4))[0]  # [H, Tq, Tk]
+    bias = np.asarray(alibi_bias(positions, positions, num_heads=4, causal=True))[0]  # [H, Tq, Tk]
     assert np.all(np.diagonal(bias, axis1=1, axis2=2) == 0)
     query = 6
     for head in range(4):
@@ -64,6 +64,20 @@ def test_a_sequence_draws_the_same_positions_in_any_batch_width():
 
 def test_only_randomized_encoding_draws_positions():
     key, counts = jax.random.PRNGKey(0), jnp.array([5, 5])
-    for encoding in ("sinusoidal", "learned", "rope", "alibi"):
-        np.testing.assert_array_equal(draw(encoding, 64, key, counts, 5), [[0, 1, 2, 3, 4]] * 2)
-    assert not np.array_equal(draw("randomized", 64, key, counts, 5), [[0, 1, 2, 3, 4]] * 2)
+    for name in ("sinusoidal", "learned", "rope", "alibi"):
+        np.testing.assert_array_equal(SCHEMES[name].draw(key, counts, 5, 64), [[0, 1, 2, 3, 4]] * 2)
+    drawn = SCHEMES["randomized"].draw(key, counts, 5, 64)
+    assert not np.array_equal(drawn, [[0, 1, 2, 3, 4]] * 2)
+
+
+def test_alibi_lets_the_encoder_tell_a_key_on_the_left_from_one_on_the_right():
+    positions = jnp.arange(9)[None]
+    bias = np.asarray(alibi_bias(positions, positions, num_heads=2, causal=False))[0]
+    query = 4
+    for distance in (1, 2, 3):
+        left, right = bias[:, query, query - distance], bias[:, query, query + distance]
+        assert np.all(left != right)
+        assert np.all(left < 0) and np.all(right < 0)
+    # Farther is still penalized more, on either side.
+    assert np.all(np.diff(bias[:, query, : query + 1], axis=-1) > 0)
+    assert np.all(np.diff(bias[:, query, query:], axis=-1) < 0)

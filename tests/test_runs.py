@@ -1,8 +1,8 @@
 """Nothing lost: interrupts, resume, corrupted checkpoints, locks, bad numerics."""
 
+import fcntl
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -92,19 +92,52 @@ def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
     assert steps == sorted(set(steps)) and steps[-1] > 200  # no step logged twice
 
 
-def test_a_run_locked_by_a_live_process_is_refused(three_checkpoints):
-    (three_checkpoints / "run/.lock").write_text(str(os.getpid()))
-    result = jab("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
+def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
+    with open(three_checkpoints / "run/.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a jab process training into it holds it
+        held.write("4242")
+        held.flush()
+        result = jab(
+            "train", "--resume", "run", "--steps", "400", cwd=three_checkpoints, check=False
+        )
     assert result.returncode == 2
-    assert "another jab process" in result.stderr
+    assert "another jab process (pid 4242)" in result.stderr
 
 
-def test_a_lock_left_by_a_dead_process_is_taken_over(three_checkpoints):
+def test_a_lock_file_left_behind_never_blocks_a_run(three_checkpoints):
+    """Not by a dead process's pid, nor by the pid of a live process that is not jab."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (three_checkpoints / "run/.lock").write_text(str(dead.pid))
-    jab("train", "--resume", "run", "--steps", "350", cwd=three_checkpoints)
-    assert not (three_checkpoints / "run/.lock").exists()
+    for pid in (dead.pid, 1):
+        (three_checkpoints / "run/.lock").write_text(str(pid))
+        jab("resume", "run", "--steps", str(350 if pid != 1 else 400), cwd=three_checkpoints)
+        assert not (three_checkpoints / "run/.lock").exists()
+
+
+def test_an_extended_run_that_is_interrupted_resumes_to_its_new_target(tmp_path):
+    # Evaluated only at its last step, so nothing stops it early.
+    jab(
+        "train",
+        *TINY,
+        "--steps",
+        "100",
+        "--set",
+        "train.eval_every=5000",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
+    code, out, _ = interrupt_after(
+        ["train", "--resume", "run", "--steps", "1000"], tmp_path, Path("run"), 4
+    )
+    assert code == 130
+    stopped_at = newest_step(tmp_path / "run")
+    assert 100 < stopped_at < 1000
+    hint = " ".join(out.split()).split("Resume with: ")[1].split()
+    assert hint[:3] == ["jab", "train", "--resume"]
+    result = jab(*hint[1:], cwd=tmp_path)
+    assert f"Resuming run from step {stopped_at}" in " ".join(result.stdout.split())
+    assert newest_step(tmp_path / "run") == 1000
 
 
 def test_a_diverging_loss_stops_with_the_step_and_a_hint(tmp_path):
@@ -135,3 +168,16 @@ def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
     jab("eval", "--run", "run", "--samples", "50", cwd=tmp_path)
     result = jab("train", "--resume", "run", cwd=tmp_path)
     assert "Resuming run from step" in " ".join(result.stdout.split())
+
+
+def test_jab_eval_never_draws_from_a_stream_training_uses():
+    import jax
+
+    from jabcli import inspection, train
+
+    for seed in (0, 1, 7):
+        root = jax.random.PRNGKey(seed)
+        streams = (train.TRAIN_STREAM, train.DROPOUT_STREAM, train.EVAL_STREAM)
+        used = [jax.random.fold_in(root, s) for s in (*streams, train.POSITION_STREAM)]
+        key = inspection.evaluation_key(seed)
+        assert not any(np.array_equal(key, other) for other in used)

@@ -9,13 +9,14 @@ import pytest
 
 LOSSES = """
 import json, jax, jax.numpy as jnp
-from jabcli import config, runtime
+from jabcli import runtime
 runtime.configure()
-from jabcli.train import Setup, Trainer
-cfg = config.resolve("copy", sets=["task.max_len=6", "model.d_model=32", "model.d_ff=64",
+from jabcli.experiment import resolve
+from jabcli.train import Trainer
+experiment = resolve("copy", sets=["task.max_len=6", "model.d_model=32", "model.d_ff=64",
                                    "model.num_layers=1",
                                    "train.batch_size=16", "train.log_every=10"])
-trainer = Trainer(Setup.create(cfg))
+trainer = Trainer(experiment)
 losses = []
 for _ in range(4):  # the sharded train chunks that Trainer.run feeds, without its evaluation
     trainer.state, metrics = trainer.chunk(trainer.state, jnp.asarray(10, jnp.int32))

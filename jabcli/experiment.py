@@ -1,0 +1,190 @@
+"""What a run is: its config, and the task, tokenizer, positional scheme and model
+functions built from it, once per command.
+
+`resolve` layers a config the way `jab train` is asked for it (defaults <- task preset or
+task YAML file or data file <- --config <- --set <- --steps/--seed) and builds the
+Experiment; `Experiment.create` builds one from a saved config. Every check that needs
+to know what the task or the scheme is happens here, before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from jabcli import config as configuration
+from jabcli.config import FILE_PREFIX, Config, TaskConfig, data_path
+from jabcli.datafile import DataFile, FileTask
+from jabcli.errors import JabError
+from jabcli.model import ModelFns, build
+from jabcli.positions import PositionalScheme, get_scheme
+from jabcli.tasks import TASKS, Batch, Task, task_class
+from jabcli.tokenizer import PAD_ID, Tokenizer
+
+DATA_SUFFIXES = (".tsv", ".jsonl")
+
+
+@dataclass(frozen=True, eq=False)
+class Experiment:
+    """Everything fixed for a run; `config` has the task's alphabet filled in."""
+
+    config: Config
+    task: Task
+    tokenizer: Tokenizer
+    scheme: PositionalScheme
+    model: ModelFns
+
+    @classmethod
+    def create(
+        cls, config: Config, tokenizer: Tokenizer | None = None, data: DataFile | None = None
+    ) -> Experiment:
+        """Build and check; `data` is the task's data file when already read."""
+        tokenizer = tokenizer or Tokenizer()
+        t, m = config.task, config.model
+        task = build_task(t, tokenizer, data)
+        if t.alphabet and t.alphabet != task.alphabet:
+            raise JabError(
+                f"task {t.name} always uses the alphabet {task.alphabet!r}; "
+                f"task.alphabet cannot change it (got {t.alphabet!r})"
+            )
+        if t.min_len < task.min_length:
+            raise JabError(
+                f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}"
+            )
+        task.check_lengths(t.min_len, t.max_len)
+        scheme = get_scheme(m.pos_encoding)
+        scheme.check(m.d_model, m.num_heads)
+        config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
+        experiment = cls(config, task, tokenizer, scheme, build(m, scheme, len(tokenizer)))
+        experiment.check_length(t.max_len, f"task.max_len {t.max_len}")
+        return experiment
+
+    def decoder_length(self, max_len: int) -> int:
+        """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""
+        return self.task.output_length(max_len) + 1
+
+    def check_length(self, max_len: int, what: str) -> None:
+        """Sources of up to `max_len` symbols must fit in the model's positions."""
+        needed = self.task.positions_needed(max_len)
+        m = self.config.model
+        if needed > m.max_positions:
+            raise JabError(
+                f"{what} needs {needed} positions, but the model takes at most "
+                f"model.max_positions = {m.max_positions} ({m.pos_encoding} encoding)"
+            )
+
+    def sample(
+        self,
+        key: jax.Array,
+        batch_size: int,
+        min_len: int | None = None,
+        max_len: int | None = None,
+    ) -> Batch:
+        t = self.config.task
+        return self.task.sample(
+            key,
+            batch_size,
+            t.min_len if min_len is None else min_len,
+            t.max_len if max_len is None else max_len,
+        )
+
+    def positions(
+        self, key: jax.Array, src: jax.Array, tgt_len: int
+    ) -> tuple[jax.Array, jax.Array]:
+        """The positions the model reads for sources [B, S] and targets [B, tgt_len].
+
+        A randomized draw takes, per sequence, as many as its source needs (length +
+        <eos>) and as many as the longest answer that source can have: never the actual
+        answer's length, which would tell the decoder when to stop.
+        """
+        limit = self.config.model.max_positions
+        if max(src.shape[1], tgt_len) > limit:  # shapes are static: checked while tracing
+            raise JabError(
+                f"sequences of {max(src.shape[1], tgt_len)} tokens do not fit "
+                f"model.max_positions = {limit}"
+            )
+        src_counts = jnp.sum(src != PAD_ID, axis=1)
+        tgt_counts = jnp.minimum(self.task.output_length(src_counts - 1) + 1, limit)
+        # Wide enough for every row's whole draw, which is then cut to tgt_len.
+        wide = min(max(tgt_len, self.decoder_length(src.shape[1] - 1)), limit)
+        src_key, tgt_key = jax.random.split(key)
+        return (
+            self.scheme.draw(src_key, src_counts, src.shape[1], limit),
+            self.scheme.draw(tgt_key, tgt_counts, wide, limit)[:, :tgt_len],
+        )
+
+
+def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None) -> Task:
+    """The task a config names, with its options: a built-in one or `file:PATH`."""
+    path = data_path(t.name)
+    if path is not None:
+        if data is None or data.path != path:
+            data = DataFile.read(path, tokenizer)
+        return FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out)
+    cls = task_class(t.name)
+    options = {name: getattr(t, name) for name in cls.options()}
+    alphabet = "" if cls.fixed_alphabet else t.alphabet
+    return cls(alphabet=alphabet, tokenizer=tokenizer, **options)
+
+
+def resolve(
+    task: str | None,
+    config_file: Path | None = None,
+    sets: list[str] | None = None,
+    steps: int | None = None,
+    seed: int | None = None,
+) -> Experiment:
+    """Defaults <- task preset (or task YAML file, or data file) <- --config <- --set
+    <- --steps/--seed, checked and built."""
+    config, data = Config(), None
+    if task is not None:
+        if data_path(task) is not None:
+            data = apply_data_file(config, task)
+        elif task.lower().endswith(DATA_SUFFIXES):
+            raise JabError(f"to train on a data file, name it file:{task}")
+        elif task.endswith((".yaml", ".yml")) or "/" in task:
+            data = apply_file(config, Path(task))
+        else:
+            found = configuration.preset(task)
+            if found is None:
+                task_class(task)  # raises with the list of valid tasks
+            configuration.apply(config, found, f"preset {task}")
+    if config_file is not None:
+        data = apply_file(config, config_file) or data
+    if task is None and config_file is None:
+        raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
+    for assignment in sets or []:
+        key, value, raw = configuration.parse_set(assignment)
+        configuration.set_key(config, key, value, "--set", raw)
+    if steps is not None:
+        config.train.steps = steps
+    if seed is not None:
+        config.train.seed = seed
+    configuration.validate(config)
+    return Experiment.create(config, Tokenizer(), data)
+
+
+def apply_data_file(config: Config, name: str) -> DataFile:
+    """A data file's own defaults, its input alphabet and range of input lengths."""
+    data = DataFile.read(data_path(name), Tokenizer())
+    configuration.apply(config, {"task": {"name": name, **data.defaults()}}, name)
+    return data
+
+
+def apply_file(config: Config, path: Path) -> DataFile | None:
+    """Overlay a YAML file; a data file it names is found next to it and lays its
+    defaults underneath."""
+    values = configuration.read_yaml(path)
+    task = values.get("task")
+    named = task.get("name") if isinstance(task, dict) else None
+    data = None
+    if isinstance(named, str) and data_path(named) is not None:
+        name = FILE_PREFIX + str(path.parent / data_path(named))
+        values = {**values, "task": {**task, "name": name}}
+        data = apply_data_file(config, name)
+    configuration.apply(config, values, str(path))
+    return data
