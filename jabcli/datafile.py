@@ -1,10 +1,11 @@
 """Custom tasks from a file of input/output pairs: `jab train --task file:pairs.tsv`.
 
-A `.tsv` file holds `input<TAB>output` per line; a `.jsonl` file holds one
-`{"input": ..., "output": ...}` object per line. Whitespace inside a string is ignored,
-as everywhere in jab. A fixed share of the distinct inputs (`task.held_out`, chosen by
-a seeded shuffle, so the same file always splits the same way) is kept out of training
-and is what `jab eval` measures.
+A `.tsv` file holds `input<TAB>output` per line, optionally under a header line
+`input<TAB>output`; a `.jsonl` file holds one `{"input": ..., "output": ...}` object per
+line. Lines starting with `# ` are comments in either format. Whitespace inside a string
+is ignored, as everywhere in jab. A fixed share of the distinct inputs (`task.held_out`,
+chosen by a seeded shuffle, so the same file always splits the same way) is kept out of
+training and is what `jab eval` measures.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jabcli.tasks import Batch, Task, assemble
 from jabcli.tokenizer import PAD_ID, Tokenizer, clean
 
 SPLIT_SEED = 0
+COMMENT = "# "  # a line starting with it is skipped, in either format
 
 
 @dataclass(frozen=True)
@@ -164,10 +166,15 @@ def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
         raise JabError(f"{path} is not a UTF-8 text file") from None
     except OSError as err:
         raise JabError(f"could not read {path}: {err.strerror}") from None
+    numbered = [
+        (number, line)
+        for number, line in enumerate(lines, 1)
+        if line.strip() and not line.startswith(COMMENT)
+    ]
+    if numbered and path.suffix.lower() == ".tsv" and is_header(numbered[0][1]):
+        numbered = numbered[1:]  # the columns' names, not a pair
     pairs: dict[str, str] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for number, line in numbered:
         where = f"{path.name} line {number}"
         source, target = parse_line(line, path.suffix.lower(), where)
         source, target = clean(source), clean(target)
@@ -186,6 +193,11 @@ def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
     if not pairs:
         raise JabError(f"{path} holds no input/output pairs")
     return list(pairs.items())
+
+
+def is_header(line: str) -> bool:
+    """Whether a TSV line is the column header `input<TAB>output` (any case)."""
+    return [f.strip().lower() for f in line.split("\t")] == ["input", "output"]
 
 
 def parse_line(line: str, suffix: str, where: str) -> tuple[str, str]:

@@ -3,6 +3,7 @@
     runs/<task>-<timestamp>/
         config.yaml          the resolved config, with the vocabulary and format version
         metrics.jsonl        one JSON object per log step
+        metrics.rejected.jsonl  unreadable metrics lines, set aside by a resume
         checkpoints/
             step-00001200.npz  params, optimizer state, step, rng (no pickle)
             manifest.json      each checkpoint's step, sha256 and held-out accuracy
@@ -36,6 +37,7 @@ from jabcli.tokenizer import Tokenizer
 FORMAT = 1
 RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
+REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -169,23 +171,29 @@ class Run:
             raise JabError(f"could not write {self.path}/metrics.jsonl: {describe(err)}") from None
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        path = self.path / "metrics.jsonl"
-        if not path.exists():
-            return []
-        records = []
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut short by a kill: everything after it is untrusted
-        return records
+        """The readable records; a line that is not one is left out."""
+        return metrics_lines(self.path / "metrics.jsonl")[0]
 
-    def truncate_metrics(self, step: int) -> None:
-        """Keep only the records up to `step` (used when resuming from a checkpoint)."""
-        kept = [r for r in self.read_metrics() if r["step"] <= step]
+    def truncate_metrics(self, step: int) -> int:
+        """Keep only the records up to `step` (used when resuming from a checkpoint).
+
+        A torn last line (cut short by a kill) is dropped; any other unreadable line is
+        appended to metrics.rejected.jsonl rather than lost. Returns how many were set aside.
+        """
+        records, rejected = metrics_lines(self.path / "metrics.jsonl")
+        if rejected:
+            try:
+                with open(self.path / REJECTED_METRICS, "ab") as f:
+                    f.write(b"".join(line + b"\n" for line in rejected))
+            except OSError as err:
+                raise JabError(
+                    f"could not write {self.path}/{REJECTED_METRICS}: {describe(err)}"
+                ) from None
+        kept = [r for r in records if r["step"] <= step]
         atomic_write(
             self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept).encode()
         )
+        return len(rejected)
 
     # checkpoints
 
@@ -314,6 +322,40 @@ class Run:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
+
+
+def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The records of a metrics.jsonl file and its unreadable lines, except a torn last
+    one: a kill can cut only the line being appended, which then lacks its newline."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], []
+    except OSError as err:
+        raise JabError(f"could not read {path}: {describe(err)}") from None
+    lines = data.split(b"\n")
+    torn = lines.pop()  # b"" when the file ends with a newline, as it should
+    records, rejected = [], []
+    for line in lines:
+        record = metrics_record(line)
+        if record is not None:
+            records.append(record)
+        elif line.strip():
+            rejected.append(line)
+    last = metrics_record(torn)  # kept when whole: only its newline was lost
+    if last is not None:
+        records.append(last)
+    return records, rejected
+
+
+def metrics_record(line: bytes) -> dict[str, Any] | None:
+    """One metrics record, or None when the line is not one."""
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    is_step = isinstance(record, dict) and type(record.get("step")) is int
+    return record if is_step else None
 
 
 def best_file(entries: list[dict[str, Any]]) -> str | None:

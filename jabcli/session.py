@@ -3,8 +3,10 @@ the signals that stop it. It reports through an `Observer` and returns an `Outco
 it never prints and never exits.
 
 Ctrl-C or SIGTERM stops the loop between two chunks and the current step is saved
-(`Outcome.interrupted_by` says which signal). A new run that fails before its first
-checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed.
+(`Outcome.interrupted_by` says which signal); a second one stops at once and raises
+`Interrupted`, which says what was kept. A new run that fails before its first
+checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed;
+a run killed before its first checkpoint resumes from step 0.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ from jabcli import runs
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second Ctrl-C stopped training at once; `message` says what was kept."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class Observer:
@@ -93,7 +103,8 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
     """Continue a run from its newest valid checkpoint; `steps` extends it, and is saved
-    in the run so that a later plain resume aims for the same step."""
+    in the run so that a later plain resume aims for the same step. A run killed before
+    its first checkpoint starts again from step 0."""
     run = Run.open(path)
     cfg, tokenizer = run.load_config()
     if steps is not None and steps != cfg.train.steps:
@@ -102,11 +113,13 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
             run.save_config(cfg, tokenizer)
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
-    entry, arrays = run.newest_valid_checkpoint(
-        warn=lambda m: observer.note(f"{m}; falling back to an earlier checkpoint")
-    )
     from jabcli.train import check_devices, state_from_arrays
 
+    if not run.manifest()["checkpoints"]:
+        check_devices(cfg.train)
+        observer.note(f"{run.path} has no checkpoint yet; training it from the start")
+        return _train(run, experiment, (0, None), observer)
+    entry, arrays = run.newest_valid_checkpoint(warn=observer.note)
     check_devices(cfg.train)
     state = state_from_arrays(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
     if entry["step"] >= cfg.train.steps:
@@ -133,18 +146,42 @@ def _create(experiment: Experiment, out: Path | None) -> Run:
 def _train(
     run: Run, experiment: Experiment, resumed: tuple[int, Any] | None, observer: Observer
 ) -> Outcome:
-    """Train until done, early-stopped or interrupted, checkpointing along the way."""
+    """Train until done, early-stopped or interrupted, checkpointing along the way;
+    `resumed` is the step and state to continue from (state None: from the seed)."""
     try:
         with run.lock(), StopRequest() as stop:
             if resumed is not None:
                 run.forget_after(resumed[0])
-                run.truncate_metrics(resumed[0])
+                rejected = run.truncate_metrics(resumed[0])
+                if rejected:
+                    observer.note(
+                        f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
+                        f"moved to {runs.REJECTED_METRICS}"
+                    )
                 observer.note(f"Resuming {run.path} from step {resumed[0]}")
             return _loop(run, experiment, resumed and resumed[1], observer, stop)
-    except BaseException:
-        if resumed is None and not run.manifest()["checkpoints"]:
+    except BaseException as err:
+        try:
+            entries = run.manifest()["checkpoints"]
+        except JabError:
+            entries = None  # unreadable: keep the folder, whatever it holds
+        removed = resumed is None and entries == []
+        if removed:
             shutil.rmtree(run.path, ignore_errors=True)  # nothing worth keeping yet
+        if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
+            raise Interrupted(_kept(run, entries, removed)) from err
         raise
+
+
+def _kept(run: Run, entries: list[dict[str, Any]] | None, removed: bool) -> str:
+    """What an interrupted session leaves behind, in words."""
+    if removed:
+        return f"run folder {run.path} removed: it had no checkpoint yet"
+    if entries:
+        return f"run {run.path} kept; its newest checkpoint is at step {entries[-1]['step']}"
+    if entries == []:
+        return f"run {run.path} kept; it has no checkpoint yet, so a resume starts from step 0"
+    return f"run {run.path} kept"
 
 
 def _loop(

@@ -102,3 +102,15 @@ def test_a_data_file_given_without_file_prefix_gets_the_right_spelling(tmp_path,
     result = jab("train", "--task", "rev.tsv", cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert "file:rev.tsv" in result.stderr
+
+
+def test_a_tsv_header_and_comment_lines_are_not_trained_on(tmp_path, monkeypatch):
+    words = ["".join(w) for n in range(1, 4) for w in itertools.product("ab", repeat=n)]
+    lines = ["input\toutput", "# reversed words", *(f"{w}\t{w[::-1]}" for w in words)]
+    (tmp_path / "rev.tsv").write_text("".join(f"{line}\n" for line in lines) + "# the end\n")
+    monkeypatch.chdir(tmp_path)
+    experiment = resolve("file:rev.tsv")
+    assert experiment.task.answers == {w: w[::-1] for w in words}
+    assert experiment.config.task.alphabet == "ab"
+    (tmp_path / "caps.tsv").write_text(" Input \tOUTPUT\nab\tba\n")
+    assert DataFile.read("caps.tsv", Tokenizer()).pairs == (("ab", "ba"),)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from jabrun import TINY, interrupt_after, jab
 
 LONG = [*TINY, "--steps", "1000", "--set", "train.log_every=25"]
@@ -90,6 +91,69 @@ def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
         for line in (three_checkpoints / "run/metrics.jsonl").read_text().splitlines()
     ]
     assert steps == sorted(set(steps)) and steps[-1] > 200  # no step logged twice
+
+
+def test_a_corrupt_metrics_line_mid_file_loses_no_other_records_on_resume(three_checkpoints):
+    run = three_checkpoints / "run"
+    before = (run / "metrics.jsonl").read_text().splitlines()
+    bad = before[1][:30]  # a line damaged in place, not one cut short by a kill
+    (run / "metrics.jsonl").write_text(
+        "".join(f"{line}\n" for line in [before[0], bad, *before[2:]])
+    )
+    jab("train", "--resume", "run", "--steps", "350", cwd=three_checkpoints)
+    after = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    kept = [json.loads(line) for line in [before[0], *before[2:]]]
+    assert after[: len(kept)] == kept  # every valid line, before and after the bad one
+    assert [r["step"] for r in after[len(kept) :]] == [350]
+    assert (run / "metrics.rejected.jsonl").read_text() == bad + "\n"
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, tmp_path):
+    """What `kill -9` between the first log (step 50) and the first checkpoint (100) leaves:
+    the config, an empty checkpoints/ folder, a metrics line, a torn one and a stale .lock."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    config = yaml.safe_load((trained / "runs/tiny/config.yaml").read_text())
+    config["train"]["steps"] = 100
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (run / "metrics.jsonl").write_text('{"step": 50, "loss": 99.0}\n{"step": 100, "lo')
+    (run / ".lock").write_text("4242")
+    result = jab("train", "--resume", "run", cwd=tmp_path)
+    assert "Resuming run from step 0" in " ".join(result.stdout.split())
+    records = metrics(run)
+    assert [r["step"] for r in records] == [50, 100]
+    assert records[0]["loss"] != 99.0  # the killed process's records are gone
+    assert newest_step(run) == 100
+
+
+def test_a_second_ctrl_c_says_whether_the_run_was_kept(three_checkpoints, monkeypatch):
+    from jabcli import session, train
+    from jabcli.experiment import Experiment
+    from jabcli.runs import Run
+
+    def second_ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt  # as StopRequest raises it, here while compiling
+
+    monkeypatch.setattr(train, "Trainer", second_ctrl_c)
+    run = three_checkpoints / "run"
+    with pytest.raises(KeyboardInterrupt) as resumed:
+        session.resume(run, 400, session.Observer())
+    assert resumed.value.message == f"run {run} kept; its newest checkpoint is at step 300"
+
+    new = three_checkpoints / "new"
+    cfg, tokenizer = Run(run).load_config()
+    with pytest.raises(KeyboardInterrupt) as started:
+        session.start(Experiment.create(cfg, tokenizer), new, session.Observer())
+    assert started.value.message == f"run folder {new} removed: it had no checkpoint yet"
+    assert not new.exists()
+
+    fresh = three_checkpoints / "fresh"  # a run killed before its first checkpoint
+    fresh.mkdir()
+    shutil.copy(run / "config.yaml", fresh)
+    with pytest.raises(KeyboardInterrupt) as restarted:
+        session.resume(fresh, None, session.Observer())
+    assert "kept; it has no checkpoint yet" in restarted.value.message
+    assert (fresh / "config.yaml").exists()  # not created by this process: never removed
 
 
 def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
