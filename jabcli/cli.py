@@ -378,8 +378,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(err))
     except typer.Exit as err:
         sys.exit(err.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        fail("interrupted", code=128 + signal.SIGINT)
+    except (typer.Abort, KeyboardInterrupt) as err:
+        said = getattr(err, "message", "")  # session.Interrupted says what became of the run
+        fail(f"interrupted; {said}" if said else "interrupted", code=128 + signal.SIGINT)
     except NoArgsIsHelpError as err:
         print(err.format_message())
         sys.exit(0)
@@ -387,6 +388,10 @@ def main(argv: list[str] | None = None) -> None:
         ctx = getattr(err, "ctx", None)
         where = f"jab {ctx.info_name}" if ctx is not None and ctx.parent is not None else "jab"
         fail(f"{err.format_message()} (see '{where} --help')")
+    except Exception as err:
+        if "RESOURCE_EXHAUSTED" not in str(err) or os.environ.get("JAB_DEBUG"):
+            raise
+        fail(f"out of memory: {str(err).splitlines()[0][:300]}", code=1)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jabcli import memory
 from jabcli.decode import greedy_decode
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
@@ -33,6 +34,8 @@ def evaluate(
     t = experiment.config.task
     min_len = t.min_len if min_len is None else min_len
     max_len = t.max_len if max_len is None else max_len
+    rows = samples * (max_len - min_len + 1) if each_length else samples
+    check_evaluation_memory(experiment, rows, "--samples", max_len)
     sample_key, positions_key = jax.random.split(key)
     batch = experiment.task.held_out_batch(sample_key, samples, min_len, max_len, each_length)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
@@ -51,6 +54,19 @@ def evaluate(
         decoded = greedy_decode(experiment.model, params, chunk, max_out, *positions)
         predicted[start : start + rows] = np.asarray(decoded)[:rows]
     return score(experiment.tokenizer, src, predicted, tgt_out)
+
+
+def check_evaluation_memory(
+    experiment: Experiment, rows: int, option: str, max_len: int | None = None
+) -> None:
+    """Refuse an evaluation of `rows` sources whose held-out sample, answers and scored
+    examples would not fit in memory."""
+    max_len = experiment.config.task.max_len if max_len is None else max_len
+    width = max_len + 1 + 2 * experiment.decoder_length(max_len)
+    # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
+    # example as text on the host, a few hundred bytes apiece.
+    per_row = 4 * 4 * width + 4 * experiment.decoder_length(max_len) + 400 + 8 * width
+    memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
 
 
 def score(

@@ -21,9 +21,10 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jabcli import memory
 from jabcli.config import TrainConfig
 from jabcli.errors import JabError
-from jabcli.evaluate import evaluate
+from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
 from jabcli.tasks import Batch
 from jabcli.tokenizer import PAD_ID
@@ -172,15 +173,31 @@ class Trainer:
         check_devices(tr)
         mesh = Mesh(np.asarray(jax.devices()), ("data",))
         replicated = NamedSharding(mesh, P())
-        state = state if state is not None else init(experiment, tr.seed)
-        self.state = jax.device_put(state, replicated)
-        self.chunk = jax.jit(
+        chunk = jax.jit(
             functools.partial(
                 train_chunk, experiment, batch_sharding=NamedSharding(mesh, P("data"))
             ),
             donate_argnums=0,
             out_shardings=(replicated, replicated),
         )
+        # Compiled from shapes alone, so that a run too big for the machine is refused
+        # before a single buffer is allocated.
+        shapes = jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
+        shapes = jax.tree_util.tree_map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes
+        )
+        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes))
+        sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
+        memory.check(state_bytes, "the parameters and optimizer state", sizes)
+        self.chunk = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+        memory.check(
+            memory.program_bytes(self.chunk) + state_bytes,
+            "a training step",
+            f"train.batch_size, task.max_len or {sizes}",
+        )
+        check_evaluation_memory(experiment, tr.eval_samples, "train.eval_samples")
+        state = state if state is not None else init(experiment, tr.seed)
+        self.state = jax.device_put(state, replicated)
 
     def run(
         self,

@@ -35,6 +35,10 @@ CASES = {
     "seed out of range": (["eval", "--run", RUN, "--seed", "-1"], "'--seed'"),
     "unknown attention kind": (["show-attention", "--run", RUN, "--kind", "self"], "'--kind'"),
     "a run folder without --resume": (["train", "runs/tiny"], "--resume runs/tiny"),
+    "an evaluation too big for memory": (
+        ["eval", "--run", RUN, "--samples", "100000000"],
+        "of memory, but only",
+    ),
     "set without equals": (["train", "--task", "copy", "--set", "model.d_model"], "key=value"),
     "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
     "unknown command": (["trian"], "trian"),
@@ -167,3 +171,22 @@ def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, mo
     with pytest.raises(JabError, match=expected):
         resolve(task, sets=sets)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]
+
+
+@pytest.mark.parametrize(
+    "sets, lower",
+    [
+        (["model.d_model=100000"], "model.d_model"),
+        (["task.min_len=3990", "task.max_len=4000", "model.max_positions=4096"], "task.max_len"),
+    ],
+    ids=["a model too big", "sequences too long"],
+)
+def test_a_run_too_big_for_memory_is_refused_before_it_allocates(sets, lower, tmp_path):
+    args = [a for s in sets for a in ("--set", s)]
+    result = jab(
+        "train", "--task", "copy", *args, "--steps", "1", "--out", "big", cwd=tmp_path, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "of memory, but only" in lines[0] and lower in lines[0]
+    assert not (tmp_path / "big").exists()
