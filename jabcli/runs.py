@@ -40,6 +40,11 @@ DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 
 
+def data_copy(source: str) -> str:
+    """The name a run folder gives its copy of the data file `source`."""
+    return DATA_FILE + Path(source).suffix.lower()
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -113,7 +118,7 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
-            copy = DATA_FILE + Path(source).suffix.lower()
+            copy = data_copy(source)
             try:
                 atomic_write(run.path / copy, Path(source).read_bytes())
             except OSError as err:
@@ -126,7 +131,7 @@ class Run:
         data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
         source = data_path(cfg.task.name)
         if source is not None:
-            data["task"]["name"] = FILE_PREFIX + DATA_FILE + Path(source).suffix.lower()
+            data["task"]["name"] = FILE_PREFIX + data_copy(source)
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
 
     @classmethod
