@@ -1,3 +1,35 @@
-from jabcli.cli import main
+"""The `jab` process: `python -m jabcli` and the `jab` script start here.
 
-main()
+Ctrl-C is taken over before anything heavy is imported. Until a command says otherwise
+(training saves a checkpoint on Ctrl-C, see session.py), it ends the process at once with
+one line and exit 130: a KeyboardInterrupt raised inside the import of a compiled extension
+or an interpreter callback can crash the process or be swallowed, and the commands that do
+not train write nothing that an interrupt could leave half-written.
+"""
+
+import os
+import signal
+import sys
+
+INTERRUPTED = 128 + signal.SIGINT
+
+
+def interrupted(signum, frame) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a write of the main program was cut: nothing more to save
+            pass
+    os.write(2, b"jab: error: interrupted\n")
+    os._exit(INTERRUPTED)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, interrupted)
+    from jabcli.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

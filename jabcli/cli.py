@@ -169,7 +169,7 @@ def train(
     from jabcli.experiment import resolve
 
     experiment = resolve(task, config_file, sets, steps, seed)
-    finish(session.start(experiment, out, TrainView()))
+    finish(lambda: session.start(experiment, out, TrainView()))
 
 
 @app.command("resume")
@@ -188,13 +188,18 @@ def resume_command(
     from jabcli.display import TrainView
 
     configure_jax(no_cache)
-    finish(session.resume(run, steps, TrainView()))
+    finish(lambda: session.resume(run, steps, TrainView()))
 
 
-def finish(outcome) -> None:
-    """Say how training ended; an interrupted run exits with 128 + the signal."""
+def finish(training) -> None:
+    """Train, then say how training ended; an interrupted run exits with 128 + the signal."""
     from jabcli.display import console, summary
+    from jabcli.session import Interrupted
 
+    try:
+        outcome = training()
+    except Interrupted as err:  # before Typer turns it into a silent exit
+        interrupted(err.message)
     path = outcome.run.path
     if outcome.interrupted_by is not None:
         console.print(f"Interrupted at step {outcome.step}; checkpoint saved in {path}")
@@ -378,9 +383,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(err))
     except typer.Exit as err:
         sys.exit(err.exit_code)
-    except (typer.Abort, KeyboardInterrupt) as err:
-        said = getattr(err, "message", "")  # session.Interrupted says what became of the run
-        fail(f"interrupted; {said}" if said else "interrupted", code=128 + signal.SIGINT)
+    except (typer.Abort, KeyboardInterrupt):
+        interrupted()
     except NoArgsIsHelpError as err:
         print(err.format_message())
         sys.exit(0)
@@ -393,6 +397,15 @@ def main(argv: list[str] | None = None) -> None:
             raise
         fail(f"out of memory: {str(err).splitlines()[0][:300]}", code=1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def interrupted(said: str = "") -> None:
+    """Exit 130 at once, saying what became of the run: not through sys.exit, whose exit
+    handlers would wait for (or crash on) a computation still running."""
+    sys.stdout.flush()
+    print(f"jab: error: {'interrupted; ' + said if said else 'interrupted'}", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(128 + signal.SIGINT)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -6,12 +6,15 @@
         metrics.rejected.jsonl  unreadable metrics lines, set aside by a resume
         checkpoints/
             step-00001200.npz  params, optimizer state, step, rng (no pickle)
-            manifest.json      each checkpoint's step, sha256 and held-out accuracy
+            manifest.json      each checkpoint's step, sha256, held-out accuracy and the
+                               fingerprint of the config it was trained with
         .lock                held (flock) by the process writing the run; holds its pid
 
 Every file is written to a temporary name and renamed into place, and a checkpoint
 is listed in the manifest only once it is complete, so a kill at any moment leaves
-the previous checkpoint valid.
+the previous checkpoint valid. A checkpoint is loaded only with the config it was
+trained with: a hand-edited config.yaml (its task, model, training settings or
+vocabulary; only train.steps may change) or manifest step is refused.
 """
 
 from __future__ import annotations
@@ -74,6 +77,13 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def fingerprint(config: dict[str, Any], tokenizer: Tokenizer) -> str:
+    """What a checkpoint must be loaded with: the config as saved, but for train.steps
+    (which `jab resume --steps` extends), and the vocabulary in its order."""
+    fixed = {**config, "train": {k: v for k, v in config["train"].items() if k != "steps"}}
+    return sha256(json.dumps([fixed, tokenizer.tokens], sort_keys=True).encode())
+
+
 def new_run_dir(task: str) -> Path:
     """Claim a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -106,6 +116,7 @@ class Run:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
+        self.fingerprint: str | None = None  # of the config saved or loaded
 
     @classmethod
     def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> Run:
@@ -128,11 +139,13 @@ class Run:
 
     def save_config(self, cfg: Config, tokenizer: Tokenizer) -> None:
         """Write config.yaml: the config, the vocabulary and the format version."""
-        data = {"format": FORMAT, **cfg.to_dict(), "vocab": tokenizer.tokens}
+        saved = cfg.to_dict()
         source = data_path(cfg.task.name)
         if source is not None:
-            data["task"]["name"] = FILE_PREFIX + data_copy(source)
+            saved["task"]["name"] = FILE_PREFIX + data_copy(source)
+        data = {"format": FORMAT, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
+        self.fingerprint = fingerprint(saved, tokenizer)
 
     @classmethod
     def open(cls, path: Path | None) -> "Run":
@@ -161,10 +174,16 @@ class Run:
         vocab = data.pop("vocab", None)
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
-        task = data.get("task")
-        if isinstance(task, dict) and data_path(str(task.get("name", ""))) is not None:
-            task["name"] = FILE_PREFIX + str(self.path / data_path(task["name"]))
-        return from_dict(data, f"{self.path}/config.yaml"), Tokenizer(vocab)
+        try:
+            tokenizer = Tokenizer(vocab)
+        except JabError as err:
+            raise JabError(f"{self.path}/config.yaml: {err}") from None
+        cfg = from_dict(data, f"{self.path}/config.yaml")
+        self.fingerprint = fingerprint(cfg.to_dict(), tokenizer)
+        source = data_path(cfg.task.name)
+        if source is not None:  # the run's own copy, wherever the run is looked at from
+            cfg.task.name = FILE_PREFIX + str(self.path / source)
+        return cfg, tokenizer
 
     # metrics
 
@@ -230,7 +249,13 @@ class Run:
         manifest = self.manifest()
         entries = [e for e in manifest["checkpoints"] if e["step"] != step]
         entries.append(
-            {"file": name, "step": step, "sha256": sha256(data), "eval_seq_acc": eval_seq_acc}
+            {
+                "file": name,
+                "step": step,
+                "sha256": sha256(data),
+                "eval_seq_acc": eval_seq_acc,
+                "config": self.fingerprint,
+            }
         )
         entries.sort(key=lambda e: e["step"])
         best = best_file(entries)
@@ -276,6 +301,8 @@ class Run:
     def newest_valid_checkpoint(self, warn) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """The newest checkpoint that passes its checksum, warning about each one skipped."""
         entries = self.manifest()["checkpoints"]
+        for entry in entries:
+            self.check_config(entry)  # an edited config is no reason to fall back
         for entry in reversed(entries):
             try:
                 return entry, self.load_checkpoint(entry)
@@ -285,7 +312,20 @@ class Run:
             raise JabError(f"{self.path} has no valid checkpoint left")
         raise JabError(f"{self.path} has no checkpoint yet")
 
+    def check_config(self, entry: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose run config was edited by hand since it was saved."""
+        if self.fingerprint is None:
+            self.load_config()
+        if entry.get("config", self.fingerprint) != self.fingerprint:
+            raise JabError(
+                f"{self.path}/config.yaml was edited after checkpoint {entry['file']} was "
+                "saved (only train.steps may change, with jab resume --steps); restore it "
+                "or train a new run"
+            )
+
     def load_checkpoint(self, entry: dict[str, Any]) -> dict[str, np.ndarray]:
+        """A checkpoint's arrays, checked against its checksum, step and run config."""
+        self.check_config(entry)
         path = self.checkpoints / entry["file"]
         try:
             data = path.read_bytes()
@@ -294,7 +334,13 @@ class Run:
         if sha256(data) != entry["sha256"]:
             raise JabError(f"checkpoint {path} is corrupted (checksum mismatch)")
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+            arrays = {k: npz[k] for k in npz.files}
+        if "step" in arrays and int(arrays["step"]) != entry["step"]:
+            raise JabError(
+                f"{self.checkpoints}/manifest.json says {entry['file']} is at step "
+                f"{entry['step']}, but it holds step {int(arrays['step'])}"
+            )
+        return arrays
 
     # lock
 

@@ -97,8 +97,9 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
     from jabcli.train import check_devices
 
     check_devices(experiment.config.train)
-    run = _create(experiment, out)
-    return _train(run, experiment, None, observer or Observer())
+    with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
+        run = _create(experiment, out)
+        return _train(run, experiment, None, observer or Observer(), stop)
 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
@@ -107,27 +108,31 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     its first checkpoint starts again from step 0."""
     run = Run.open(path)
     cfg, tokenizer = run.load_config()
-    if steps is not None and steps != cfg.train.steps:
+    saved_steps = cfg.train.steps
+    if steps is not None:
         cfg.train.steps = steps
-        with run.lock():
-            run.save_config(cfg, tokenizer)
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
     from jabcli.train import check_devices, state_from_arrays
 
     if not run.manifest()["checkpoints"]:
-        check_devices(cfg.train)
+        step, state = 0, None
         observer.note(f"{run.path} has no checkpoint yet; training it from the start")
-        return _train(run, experiment, (0, None), observer)
-    entry, arrays = run.newest_valid_checkpoint(warn=observer.note)
+    else:
+        entry, arrays = run.newest_valid_checkpoint(warn=observer.note)
+        source = f"checkpoint {entry['file']} in {run.path}"
+        step, state = entry["step"], state_from_arrays(experiment, arrays, source)
+        if step >= cfg.train.steps:
+            raise JabError(
+                f"{run.path} already reached step {step} of {cfg.train.steps}; "
+                "pass a larger --steps to continue"
+            )
     check_devices(cfg.train)
-    state = state_from_arrays(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
-    if entry["step"] >= cfg.train.steps:
-        raise JabError(
-            f"{run.path} already reached step {entry['step']} of {cfg.train.steps}; "
-            "pass a larger --steps to continue"
-        )
-    return _train(run, experiment, (entry["step"], state), observer)
+    with StopRequest() as stop:
+        if cfg.train.steps != saved_steps:
+            with run.lock():
+                run.save_config(cfg, tokenizer)
+        return _train(run, experiment, (step, state), observer, stop)
 
 
 def _create(experiment: Experiment, out: Path | None) -> Run:
@@ -144,12 +149,16 @@ def _create(experiment: Experiment, out: Path | None) -> Run:
 
 
 def _train(
-    run: Run, experiment: Experiment, resumed: tuple[int, Any] | None, observer: Observer
+    run: Run,
+    experiment: Experiment,
+    resumed: tuple[int, Any] | None,
+    observer: Observer,
+    stop: StopRequest,
 ) -> Outcome:
     """Train until done, early-stopped or interrupted, checkpointing along the way;
     `resumed` is the step and state to continue from (state None: from the seed)."""
     try:
-        with run.lock(), StopRequest() as stop:
+        with run.lock():
             if resumed is not None:
                 run.forget_after(resumed[0])
                 rejected = run.truncate_metrics(resumed[0])

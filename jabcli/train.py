@@ -153,6 +153,15 @@ def train_chunk(
 Callback = Callable[[dict], None]
 
 
+def wait(tree):
+    """`tree` once computed. Waits in short sleeps rather than inside XLA, so that signal
+    handlers run meanwhile: a computation that never ends can still be interrupted."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    while not all(leaf.is_ready() for leaf in leaves):
+        time.sleep(0.002)
+    return tree
+
+
 def check_devices(tr: TrainConfig) -> None:
     devices = jax.device_count()
     if tr.batch_size % devices:
@@ -197,7 +206,7 @@ class Trainer:
         )
         check_evaluation_memory(experiment, tr.eval_samples, "train.eval_samples")
         state = state if state is not None else init(experiment, tr.seed)
-        self.state = jax.device_put(state, replicated)
+        self.state = wait(jax.device_put(state, replicated))
 
     def run(
         self,
@@ -212,7 +221,7 @@ class Trainer:
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
-            self.state, metrics = self.chunk(self.state, jnp.asarray(n, jnp.int32))
+            self.state, metrics = wait(self.chunk(self.state, jnp.asarray(n, jnp.int32)))
             metrics = jax.device_get(metrics)
             step = step_before + n
             if not metrics.pop("finite"):

@@ -7,12 +7,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from jabrun import TINY, interrupt_after, jab
+from jabrun import TINY, env, interrupt_after, jab
+
+from jabcli.errors import JabError
 
 LONG = [*TINY, "--steps", "1000", "--set", "train.log_every=25"]
 
@@ -245,3 +248,105 @@ def test_jab_eval_never_draws_from_a_stream_training_uses():
         used = [jax.random.fold_in(root, s) for s in (*streams, train.POSITION_STREAM)]
         key = inspection.evaluation_key(seed)
         assert not any(np.array_equal(key, other) for other in used)
+
+
+def edit_config(run: Path, change) -> None:
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    change(config)
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: c.update(vocab=c["vocab"][:-2] + c["vocab"][:-3:-1]),
+        lambda c: c.pop("model"),
+        lambda c: c["task"].update(alphabet="0132"),
+    ],
+    ids=["reordered-vocab", "model-section-removed", "alphabet-edited"],
+)
+def test_a_hand_edited_run_config_is_refused_naming_the_file(trained, tmp_path, change):
+    from jabcli import inspection
+
+    run = tmp_path / "run"
+    shutil.copytree(trained / "runs/tiny", run)
+    edit_config(run, change)
+    with pytest.raises(JabError, match=r"run/config.yaml was edited after checkpoint"):
+        inspection.load(run)
+
+
+def test_extending_steps_is_the_one_config_edit_a_checkpoint_accepts(trained, tmp_path):
+    from jabcli import inspection
+
+    run = tmp_path / "run"
+    shutil.copytree(trained / "runs/tiny", run)
+    edit_config(run, lambda c: c["train"].update(steps=5000))
+    assert inspection.load(run).step == 300
+
+
+def test_a_hand_edited_manifest_step_is_refused(trained, tmp_path):
+    from jabcli import inspection
+
+    run = tmp_path / "run"
+    shutil.copytree(trained / "runs/tiny", run)
+    manifest = json.loads((run / "checkpoints/manifest.json").read_text())
+    manifest["checkpoints"][-1]["step"] = 999
+    (run / "checkpoints/manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(JabError, match=r"manifest.json says .* step 999, but it holds step 300"):
+        inspection.load(run)
+
+
+@pytest.mark.parametrize("after_s", [0.3, 0.7, 1.2, 2.0])
+def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_path, after_s):
+    """Ctrl-C while Python imports JAX's compiled extensions used to segfault, print an
+    ImportError or a traceback, or be swallowed by an interpreter callback (exit 0)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "train", *TINY, "--out", "run"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    if err:  # stopped before training began
+        assert err.splitlines() == [err.strip()] and err.startswith("jab: error: interrupted")
+        assert "Traceback" not in out + err
+    else:  # training had begun: it stopped at its first step with a checkpoint
+        assert "Interrupted at step" in out
+    run = tmp_path / "run"
+    assert not run.exists() or newest_step(run) >= 0
+
+
+def test_a_computation_that_does_not_end_still_stops_on_a_second_ctrl_c(tmp_path):
+    """One chunk of 20000 steps stands in for a device call that never returns: two
+    Ctrl-C must end the process long before the chunk would."""
+    args = [*TINY, "--steps", "20000", "--set", "train.log_every=20000", "--out", "run"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "train", *args],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while not (tmp_path / "run/.lock").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(3)  # compiled, and inside the long chunk
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the process did not stop while a computation was running")
+    assert proc.returncode == 130
+    assert (
+        err.strip() == "jab: error: interrupted; run folder run removed: it had no checkpoint yet"
+    )
+    assert not (tmp_path / "run").exists()
