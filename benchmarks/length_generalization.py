@@ -4,6 +4,8 @@ Trains reverse, copy and sort on inputs of length 1-16 with each positional enco
 (`model.pos_encoding`), everything else as in the task's preset, for the preset's
 step budget with no early stop, then measures exact match on fresh held-out inputs at
 every length 1-64 and reports it over 1-16 (the training range), 17-32 and 33-64.
+Every (task, encoding) pair trains --seeds models (3 by default) side by side, as
+`jab train --seeds` does, and every figure is their median [min-max].
 
     python benchmarks/length_generalization.py            # the full study (~30 min, 2 cores)
     python benchmarks/length_generalization.py --quick    # a smoke test of the script
@@ -21,6 +23,7 @@ import argparse
 import json
 import multiprocessing
 import platform
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -36,9 +39,16 @@ OUT = Path(__file__).with_name("length_generalization.json")
 
 
 def study_one(
-    task: str, encoding: str, steps: int, samples: int, longest: int, seed: int, extra: list[str]
+    task: str,
+    encoding: str,
+    steps: int,
+    samples: int,
+    longest: int,
+    seed: int,
+    seeds: int,
+    extra: list[str],
 ):
-    """Train one model and evaluate it at every length 1..longest."""
+    """Train `seeds` models together and evaluate each at every length 1..longest."""
     import jax
 
     from jabcli.evaluate import evaluate
@@ -53,27 +63,35 @@ def study_one(
         "train.target_seq_acc=1.0",
         *extra,
     ]
-    experiment = resolve(task, sets=sets, steps=steps, seed=seed)
+    experiment = resolve(task, sets=sets, steps=steps, seed=seed, seeds=seeds)
     tic = time.perf_counter()
     trainer = Trainer(experiment)
     outcome = trainer.run()
     train_s = time.perf_counter() - tic
-    key = jax.random.PRNGKey(1000 + seed)
-    result = evaluate(experiment, trainer.state.params, key, samples, 1, longest, each_length=True)
-    per_length = result["per_length"]
-    bins = {}
-    for low, high in BINS:
-        rows = [per_length[n] for n in range(low, min(high, longest) + 1) if n in per_length]
-        if rows:
-            bins[f"{low}-{high}"] = sum(r["seq_acc"] for r in rows) / len(rows)
+    key = jax.random.PRNGKey(1000 + seed)  # the same held-out inputs for every seed
+    per_seed = []
+    for state in trainer.states():
+        result = evaluate(experiment, state.params, key, samples, 1, longest, each_length=True)
+        per_length = result["per_length"]
+        bins = {}
+        for low, high in BINS:
+            rows = [per_length[n] for n in range(low, min(high, longest) + 1) if n in per_length]
+            if rows:
+                bins[f"{low}-{high}"] = sum(r["seq_acc"] for r in rows) / len(rows)
+        per_seed.append(
+            {
+                "bins": bins,
+                "per_length": {n: r["seq_acc"] for n, r in per_length.items()},
+                "token_acc_per_length": {n: r["token_acc"] for n, r in per_length.items()},
+            }
+        )
     return {
         "task": task,
         "pos_encoding": encoding,
         "steps": outcome["step"],
+        "seeds": trainer.seeds,
         "train_s": train_s,
-        "bins": bins,
-        "per_length": {n: r["seq_acc"] for n, r in per_length.items()},
-        "token_acc_per_length": {n: r["token_acc"] for n, r in per_length.items()},
+        "per_seed": per_seed,
     }
 
 
@@ -84,7 +102,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
     parser.add_argument("--samples", type=int, default=100, help="held-out inputs per length")
     parser.add_argument("--longest", type=int, default=64, help="longest input evaluated")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--seeds", type=int, default=3, help="models per task and encoding")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once")
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script")
     parser.add_argument(
@@ -97,10 +116,11 @@ def main() -> None:
         print_table(json.loads(args.print.read_text()))
         return
     if args.quick:
-        args.steps, args.samples, args.longest = 100, 10, 24
+        args.steps, args.samples, args.longest, args.seeds = 100, 10, 24, 2
     jobs = [(t, e) for t in args.tasks for e in args.encodings]
     print(
-        f"Training {len(jobs)} models ({args.steps} steps each, {args.jobs} at a time), "
+        f"Training {len(jobs)} groups of {args.seeds} models ({args.steps} steps each, "
+        f"{args.jobs} groups at a time), "
         f"then {args.samples} held-out inputs at each length 1-{args.longest}",
         file=sys.stderr,
     )
@@ -109,7 +129,15 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
         futures = [
             pool.submit(
-                study_one, t, e, args.steps, args.samples, args.longest, args.seed, args.set
+                study_one,
+                t,
+                e,
+                args.steps,
+                args.samples,
+                args.longest,
+                args.seed,
+                args.seeds,
+                args.set,
             )
             for t, e in jobs
         ]
@@ -127,6 +155,7 @@ def main() -> None:
         "samples_per_length": args.samples,
         "train_lengths": [1, 16],
         "seed": args.seed,
+        "seeds": args.seeds,
         "set": args.set,
         "wall_s": time.perf_counter() - tic,
         "results": results,
@@ -135,19 +164,34 @@ def main() -> None:
     print_table(report)
 
 
+def spread(values: list[float], fmt) -> str:
+    """median [min-max]"""
+    return f"{fmt(statistics.median(values))} [{fmt(min(values))}-{fmt(max(values))}]"
+
+
 def print_table(report: dict) -> None:
     bins = [f"{low}-{high}" for low, high in BINS]
     extra = f", with {' '.join(report['set'])}" if report.get("set") else ""
     print(
-        f"Exact match by input length; trained on 1-16, {report['steps']} steps, "
+        f"Exact match by input length, median [min-max] over {report['seeds']} seeds; "
+        f"trained on 1-16, {report['steps']} steps, "
         f"{report['samples_per_length']} held-out inputs per length{extra}\n"
     )
     print("| task | encoding | " + " | ".join(bins) + " | longest length at ≥ 50% |")
     print("|---|---|" + "---:|" * (len(bins) + 1))
     for r in report["results"]:
-        cells = [f"{100 * r['bins'][b]:.1f}%" if b in r["bins"] else "-" for b in bins]
-        solved = [int(n) for n, acc in r["per_length"].items() if acc >= 0.5]
-        cells.append(str(max(solved, default="-")))
+        seeds = r["per_seed"]
+        cells = [
+            spread([one["bins"][b] for one in seeds], lambda x: f"{100 * x:.1f}%")
+            if b in seeds[0]["bins"]
+            else "-"
+            for b in bins
+        ]
+        longest = [
+            max((int(n) for n, acc in one["per_length"].items() if acc >= 0.5), default=0)
+            for one in seeds
+        ]
+        cells.append(spread(longest, lambda x: f"{x:g}"))
         print(f"| {r['task']} | {r['pos_encoding']} | " + " | ".join(cells) + " |")
 
 

@@ -135,6 +135,15 @@ def train(
         Optional[int],
         typer.Option("--seed", min=0, max=SEED_MAX, help="Random seed (overrides train.seed)."),
     ] = None,
+    seeds: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seeds",
+            min=1,
+            help="Train N models side by side, seeds SEED..SEED+N-1, into one group folder "
+            "with a run per seed (overrides train.seeds).",
+        ),
+    ] = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>)."),
@@ -154,7 +163,7 @@ def train(
 ) -> None:
     """Train a model on a task, showing the learning live."""
     if resume:
-        if task or config_file or sets or seed is not None or out:
+        if task or config_file or sets or seed is not None or seeds is not None or out:
             raise JabError(
                 "--resume continues a run with its saved config; only --steps may change"
             )
@@ -168,7 +177,7 @@ def train(
     configure_jax(no_cache)
     from jabcli.experiment import resolve
 
-    experiment = resolve(task, config_file, sets, steps, seed)
+    experiment = resolve(task, config_file, sets, steps, seed, seeds)
     finish(lambda: session.start(experiment, out, TrainView()))
 
 
@@ -200,7 +209,7 @@ def finish(training) -> None:
         outcome = training()
     except Interrupted as err:  # before Typer turns it into a silent exit
         interrupted(err.message)
-    path = outcome.run.path
+    path = outcome.path
     if outcome.interrupted_by is not None:
         console.print(f"Interrupted at step {outcome.step}; checkpoint saved in {path}")
         console.print(f"Resume with: jab train --resume {path}")

@@ -56,6 +56,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     seed: int = 0
+    seeds: int = 1  # models trained side by side, with seeds seed .. seed + seeds - 1
     log_every: int = 50
     eval_every: int = 200
     eval_samples: int = 512
@@ -182,6 +183,11 @@ def parse_set(assignment: str) -> tuple[str, Any, str]:
     return key.strip(), value, raw
 
 
+def for_seed(config: Config, seed: int) -> Config:
+    """One seed's config out of a group's: its own train.seed, and train.seeds 1."""
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed, seeds=1))
+
+
 def from_dict(data: dict[str, Any], source: str) -> Config:
     config = Config()
     apply(config, data, source)
@@ -204,6 +210,7 @@ def validate(config: Config) -> None:
         "model.max_positions": m.max_positions,
         "train.batch_size": tr.batch_size,
         "train.steps": tr.steps,
+        "train.seeds": tr.seeds,
         "train.log_every": tr.log_every,
         "train.eval_every": tr.eval_every,
         "train.eval_samples": tr.eval_samples,
@@ -232,8 +239,10 @@ def validate(config: Config) -> None:
             value = getattr(getattr(config, section), f.name)
             if isinstance(value, float) and not math.isfinite(value):
                 raise JabError(f"{section}.{f.name} must be a finite number, got {value}")
-    if tr.seed >= 2**32:
-        raise JabError(f"train.seed must be below 2**32, got {tr.seed}")
+    if tr.seed + tr.seeds > 2**32:
+        raise JabError(
+            f"train.seed + train.seeds must be at most 2**32, got {tr.seed} + {tr.seeds}"
+        )
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
     if m.d_model % m.num_heads:

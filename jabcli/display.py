@@ -13,6 +13,7 @@ from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -44,19 +45,21 @@ class TrainView(Observer):
             TimeRemainingColumn(),
             console=console,
         )
-        self.metrics: dict[str, Any] = {}
-        self.eval: dict[str, Any] = {}
+        self.metrics: list[dict[str, Any]] = []  # the latest record of each seed
+        self.eval: list[dict[str, Any]] = []
         self.live: Live | None = None
 
     def note(self, message: str) -> None:
         console.print(message)
 
-    def begin(self, run, experiment, start_step: int) -> None:
+    def begin(self, path, experiment, start_step: int) -> None:
         cfg = experiment.config
+        seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
         console.print(
-            f"Training [bold]{cfg.task.name}[/] (lengths {cfg.task.min_len}-{cfg.task.max_len}) "
-            f"into {run.path} on {jax_devices()}"
+            f"Training {seeds}[bold]{cfg.task.name}[/] (lengths {cfg.task.min_len}-"
+            f"{cfg.task.max_len}) into {path} on {jax_devices()}"
         )
+        self.target = cfg.train.target_seq_acc
         self.bar = self.progress.add_task(
             cfg.task.name, total=cfg.train.steps, completed=start_step, speed=""
         )
@@ -70,43 +73,59 @@ class TrainView(Observer):
             self.live = None
 
     def render(self) -> Group:
+        """The latest record; for several seeds, their median, min and max in three rows."""
         table = Table(box=box.SIMPLE, show_header=True, header_style="bold")
-        for column in (
-            "step",
-            "loss",
-            "token acc",
-            "exact match",
-            "held-out exact",
-            "lr",
-            "steps/s",
-        ):
+        records = self.metrics
+        grouped = len(records) > 1
+        columns = ["step", "loss", "token acc", "exact match", "held-out exact", "lr", "steps/s"]
+        for column in ["seeds"] * grouped + columns:
             table.add_column(column, justify="right")
-        m = self.metrics
-        if m:
-            table.add_row(
-                str(m["step"]),
-                f"{m['loss']:.4f}",
-                percent(m["token_acc"]),
-                percent(m["seq_acc"]),
-                percent(self.eval["seq_acc"]) if self.eval else "-",
-                f"{m['lr']:.2e}",
-                f"{m['steps_per_sec']:.0f}",
+        if records:
+            m = records[0]
+            held_out = [e["seq_acc"] for e in self.eval]
+            statistics = (("median", np.median), ("min", np.min), ("max", np.max))
+            for n, (name, statistic) in enumerate(statistics[: 3 if grouped else 1]):
+                table.add_row(
+                    *[name] * grouped,
+                    str(m["step"]) if n == 0 else "",
+                    f"{statistic([r['loss'] for r in records]):.4f}",
+                    percent(statistic([r["token_acc"] for r in records])),
+                    percent(statistic([r["seq_acc"] for r in records])),
+                    percent(statistic(held_out)) if held_out else "-",
+                    f"{m['lr']:.2e}" if n == 0 else "",
+                    f"{m['steps_per_sec']:.0f}" if n == 0 else "",
+                )
+        parts: list[Any] = [self.progress, table]
+        if len(self.eval) > 1:
+            reached = sum(e["seq_acc"] >= self.target for e in self.eval)
+            parts.append(
+                Text(f"{reached} of {len(self.eval)} seeds at the target {percent(self.target)}")
             )
-        return Group(self.progress, table)
+        return Group(*parts)
 
-    def log(self, record: dict[str, Any]) -> None:
-        self.metrics = record
-        self.progress.update(
-            self.bar, completed=record["step"], speed=f"{record['steps_per_sec']:.0f} steps/s"
-        )
+    def log(self, records: list[dict[str, Any]]) -> None:
+        self.metrics = records
+        speed = records[0]["steps_per_sec"]
+        self.progress.update(self.bar, completed=records[0]["step"], speed=f"{speed:.0f} steps/s")
         self.live.update(self.render())
 
-    def evaluated(self, result: dict[str, Any]) -> None:
-        self.eval = result
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        self.eval = results
+        first = results[0]
+        seeds = escape(f" (median [min-max] of {len(results)} seeds)") if len(results) > 1 else ""
         console.print(
-            f"step {result['step']:>6}  held-out: token acc {percent(result['token_acc'])}, "
-            f"exact match {percent(result['seq_acc'])} ({result['samples']} samples)"
+            f"step {first['step']:>6}  held-out: token acc "
+            f"{spread([r['token_acc'] for r in results], percent)}, exact match "
+            f"{spread([r['seq_acc'] for r in results], percent)} "
+            f"({first['samples']} samples){seeds}"
         )
+
+
+def spread(values: list[float], fmt=percent) -> str:
+    """One value as itself; several as median [min-max]."""
+    if len(values) == 1:
+        return fmt(values[0])
+    return escape(f"{fmt(float(np.median(values)))} [{fmt(min(values))}-{fmt(max(values))}]")
 
 
 def jax_devices() -> str:
@@ -137,21 +156,27 @@ def verdict(correct: bool | None) -> Text:
 
 
 def summary(outcome: Outcome) -> Group:
-    ev = outcome.last_eval
+    evals = outcome.last_eval
     table = Table(title="Run summary", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("run", str(outcome.run.path))
+    table.add_row("run", str(outcome.path))
+    if len(outcome.runs) > 1:
+        table.add_row("seeds", escape(f"{len(outcome.runs)} (figures: median [min-max])"))
     table.add_row("steps", str(outcome.step))
     table.add_row("wall time", f"{outcome.elapsed_s:.1f} s")
-    if ev:
-        reached = "reached" if outcome.reached_target else "not reached"
-        table.add_row("held-out token acc", percent(ev["token_acc"]))
-        table.add_row("held-out exact match", percent(ev["seq_acc"]))
+    if evals:
+        table.add_row("held-out token acc", spread([e["token_acc"] for e in evals]))
+        table.add_row("held-out exact match", spread([e["seq_acc"] for e in evals]))
+        if len(evals) > 1:
+            reached = f"reached by {outcome.reached} of {len(evals)} seeds"
+        else:
+            reached = "reached" if outcome.reached_target else "not reached"
         table.add_row("target", f"{percent(outcome.target_seq_acc)} {reached}")
     parts: list[Any] = [table]
-    if ev:
-        parts.append(examples_table(ev["examples"]))
+    if evals:
+        title = "Held-out predictions" + (" (first seed)" if len(evals) > 1 else "")
+        parts.append(examples_table(evals[0]["examples"], title=title))
     return Group(*parts)
 
 

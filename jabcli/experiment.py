@@ -137,9 +137,10 @@ def resolve(
     sets: list[str] | None = None,
     steps: int | None = None,
     seed: int | None = None,
+    seeds: int | None = None,
 ) -> Experiment:
     """Defaults <- task preset (or task YAML file, or data file) <- --config <- --set
-    <- --steps/--seed, checked and built."""
+    <- --steps/--seed/--seeds, checked and built."""
     config, data = Config(), None
     if task is not None:
         if data_path(task) is not None:
@@ -164,6 +165,8 @@ def resolve(
         config.train.steps = steps
     if seed is not None:
         config.train.seed = seed
+    if seeds is not None:
+        config.train.seeds = seeds
     configuration.validate(config)
     return Experiment.create(config, Tokenizer(), data)
 

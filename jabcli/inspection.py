@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from jabcli import runs
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
@@ -31,9 +32,19 @@ class Loaded:
 
 
 def load(path: Path | None, checkpoint: str = "latest") -> Loaded:
+    """One run (one seed) and its checkpoint `checkpoint`."""
+    return load_run(Run.open(path), checkpoint)
+
+
+def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list[Loaded]]:
+    """A run, or every seed of a group, with the checkpoint `checkpoint` of each."""
+    path, seeds = runs.open_runs(path)
+    return path, [load_run(run, checkpoint) for run in seeds]
+
+
+def load_run(run: Run, checkpoint: str) -> Loaded:
     from jabcli.train import state_from_arrays
 
-    run = Run.open(path)
     experiment = Experiment.create(*run.load_config())
     entry = run.checkpoint_entry(checkpoint)
     arrays = run.load_checkpoint(entry)
@@ -121,6 +132,55 @@ def evaluate_run(
         "min_len": min_len,
         "max_len": max_len,
         **result,
+    }
+
+
+def evaluate_runs(
+    path: Path,
+    seeds: list[Loaded],
+    samples: int,
+    min_len: int | None,
+    max_len: int | None,
+    seed: int,
+    each_length: bool = False,
+) -> dict[str, Any]:
+    """`evaluate_run` of a run; of a group, every seed's on the same held-out sample,
+    combined (see `combine`)."""
+    results = [evaluate_run(one, samples, min_len, max_len, seed, each_length) for one in seeds]
+    return results[0] if len(results) == 1 else combine(str(path), results)
+
+
+FIGURES = ("token_acc", "seq_acc")
+
+
+def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several seeds' results as one: each accuracy, overall and per length, is the median
+    over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
+    `examples` the first seed's."""
+
+    def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        figures = {}
+        for name in FIGURES:
+            values = [row[name] for row in rows]
+            figures[name] = float(np.median(values))
+            figures[f"{name}_range"] = [min(values), max(values)]
+        return figures
+
+    first = results[0]
+    lengths = set.intersection(*(set(r["per_length"]) for r in results))
+    return {
+        **first,
+        "run": path,
+        "step": min(r["step"] for r in results),
+        **spread(results),
+        "per_length": {
+            n: {
+                "samples": first["per_length"][n]["samples"],
+                **spread([r["per_length"][n] for r in results]),
+            }
+            for n in sorted(lengths)
+        },
+        "seeds": results,
     }
 
 

@@ -60,6 +60,13 @@ def size(num_bytes: float) -> str:
     raise AssertionError
 
 
+def tree_bytes(tree) -> int:
+    """The size of a tree of arrays (or of shapes, from `jax.eval_shape`)."""
+    import jax
+
+    return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree))
+
+
 def check(need: int, what: str, lower: str) -> None:
     """Refuse `what` when it needs more than the machine can give."""
     free = available_bytes()

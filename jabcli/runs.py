@@ -10,6 +10,10 @@
                                fingerprint of the config it was trained with
         .lock                held (flock) by the process writing the run; holds its pid
 
+A group of seeds (`jab train --seeds N`) is a folder of complete runs, one per seed:
+`runs/<task>-<timestamp>/seed-0/`, `seed-1/`, ... each laid out as above, each with
+train.seed its own and train.seeds 1, so that every command takes a seed on its own.
+
 Every file is written to a temporary name and renamed into place, and a checkpoint
 is listed in the manifest only once it is complete, so a kill at any moment leaves
 the previous checkpoint valid. A checkpoint is loaded only with the config it was
@@ -41,6 +45,7 @@ FORMAT = 1
 RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
+SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
 
 
 def data_copy(source: str) -> str:
@@ -102,12 +107,61 @@ def new_run_dir(task: str) -> Path:
 
 
 def latest_run(root: Path = RUNS_DIR) -> Path:
-    """The most recently started run under `root`, preferring runs that have a checkpoint."""
-    configs = list(root.glob("*/config.yaml")) if root.is_dir() else []
+    """The most recently started run or group under `root`, preferring ones that have a
+    checkpoint."""
+    configs = list(root.glob("*/config.yaml")) + list(root.glob(f"*/{SEED_PREFIX}*/config.yaml"))
     if not configs:
         raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
     with_checkpoint = [p for p in configs if (p.parent / "checkpoints/manifest.json").exists()]
-    return max(with_checkpoint or configs, key=lambda p: p.stat().st_mtime).parent
+    newest = max(with_checkpoint or configs, key=lambda p: p.stat().st_mtime).parent
+    return newest.parent if newest.name.startswith(SEED_PREFIX) else newest
+
+
+def seed_folder(group: Path, seed: int) -> Path:
+    return group / f"{SEED_PREFIX}{seed}"
+
+
+def seed_runs(path: Path) -> list[Run] | None:
+    """The runs of a group folder in the order of their seeds; None if it is not a group."""
+    found = []
+    for config in Path(path).glob(f"{SEED_PREFIX}*/config.yaml"):
+        number = config.parent.name[len(SEED_PREFIX) :]
+        if number.isdigit():
+            found.append((int(number), Run(config.parent)))
+    return [run for _, run in sorted(found, key=lambda pair: pair[0])] or None
+
+
+def open_runs(path: Path | None) -> tuple[Path, list[Run]]:
+    """A run (one seed) or a group of seeds: its folder and its runs, checked to be jab's;
+    the newest under runs/ when `path` is None."""
+    path = latest_run() if path is None else Path(path)
+    group = seed_runs(path) if not (path / "config.yaml").exists() else None
+    return (path, group) if group is not None else (path, [Run.open(path)])
+
+
+def newest_common_checkpoint(
+    runs: list[Run], warn
+) -> tuple[int, list[dict[str, np.ndarray]] | None]:
+    """The newest step at which every run (every seed of a group) has a checkpoint that
+    passes its checksum, and their arrays; warns about each step skipped. (0, None) when
+    the runs share no checkpoint: a kill came before the first one of some seed."""
+    entries = [run.manifest()["checkpoints"] for run in runs]
+    for run, listed in zip(runs, entries):
+        for entry in listed:
+            run.check_config(entry)  # an edited config is no reason to fall back
+    common = set.intersection(*({e["step"] for e in listed} for listed in entries))
+    for step in sorted(common, reverse=True):
+        try:
+            return step, [
+                run.load_checkpoint(next(e for e in listed if e["step"] == step))
+                for run, listed in zip(runs, entries)
+            ]
+        except JabError as err:
+            warn(f"{err}; falling back to an earlier checkpoint")
+    if common:
+        where = runs[0].path if len(runs) == 1 else runs[0].path.parent
+        raise JabError(f"{where} has no valid checkpoint left")
+    return 0, None
 
 
 class Run:
@@ -154,6 +208,12 @@ class Run:
         if not path.is_dir():
             raise JabError(f"run folder {str(path)!r} does not exist")
         if not (path / "config.yaml").is_file():
+            group = seed_runs(path)
+            if group is not None:
+                raise JabError(
+                    f"{path} is a group of {len(group)} seeds; name one of them, "
+                    f"for example {group[0].path}"
+                )
             raise JabError(f"{path} is not a jab run (it has no config.yaml)")
         return cls(path)
 
@@ -297,20 +357,6 @@ class Run:
         for e in newer:
             with contextlib.suppress(OSError):
                 (self.checkpoints / e["file"]).unlink()
-
-    def newest_valid_checkpoint(self, warn) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The newest checkpoint that passes its checksum, warning about each one skipped."""
-        entries = self.manifest()["checkpoints"]
-        for entry in entries:
-            self.check_config(entry)  # an edited config is no reason to fall back
-        for entry in reversed(entries):
-            try:
-                return entry, self.load_checkpoint(entry)
-            except JabError as err:
-                warn(f"{err}; falling back to an earlier checkpoint")
-        if entries:
-            raise JabError(f"{self.path} has no valid checkpoint left")
-        raise JabError(f"{self.path} has no checkpoint yet")
 
     def check_config(self, entry: dict[str, Any]) -> None:
         """Refuse a checkpoint whose run config was edited by hand since it was saved."""

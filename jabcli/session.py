@@ -11,6 +11,8 @@ a run killed before its first checkpoint resumes from step 0.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import shutil
 import signal
 from dataclasses import dataclass
@@ -18,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from jabcli import runs
+from jabcli.config import Config, for_seed
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
+from jabcli.tokenizer import Tokenizer
 
 
 class Interrupted(KeyboardInterrupt):
@@ -32,19 +36,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Observer:
-    """What a training session reports, as it happens; every method may be left out."""
+    """What a training session reports, as it happens; every method may be left out.
+    Records and results come as lists with one entry per seed (one for a plain run)."""
 
-    def begin(self, run: Run, experiment: Experiment, start_step: int) -> None:
-        """Training into `run` starts (or resumes) at `start_step`."""
+    def begin(self, path: Path, experiment: Experiment, start_step: int) -> None:
+        """Training into `path` (a run, or a group of seeds) starts or resumes."""
 
     def note(self, message: str) -> None:
         """Something worth telling: resuming, a broken checkpoint skipped."""
 
-    def log(self, record: dict[str, Any]) -> None:
-        """One metrics.jsonl record, once per chunk of steps."""
+    def log(self, records: list[dict[str, Any]]) -> None:
+        """Each seed's metrics.jsonl record, once per chunk of steps."""
 
-    def evaluated(self, result: dict[str, Any]) -> None:
-        """A held-out evaluation, with the step it was made at."""
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        """Each seed's held-out evaluation, with the step it was made at."""
 
     def end(self) -> None:
         """Training stopped, for whatever reason."""
@@ -52,17 +57,23 @@ class Observer:
 
 @dataclass
 class Outcome:
-    run: Run
+    path: Path  # the run, or the group of seeds
+    runs: list[Run]  # one per seed
     step: int
     start_step: int
     elapsed_s: float
-    last_eval: dict[str, Any]
+    last_eval: list[dict[str, Any]]  # one per seed; empty if never evaluated
     target_seq_acc: float
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
 
     @property
+    def reached(self) -> int:
+        """How many seeds reached the target."""
+        return sum(e["seq_acc"] >= self.target_seq_acc for e in self.last_eval)
+
+    @property
     def reached_target(self) -> bool:
-        return bool(self.last_eval) and self.last_eval["seq_acc"] >= self.target_seq_acc
+        return bool(self.last_eval) and self.reached == len(self.last_eval)
 
 
 class StopRequest:
@@ -91,56 +102,87 @@ class StopRequest:
 
 
 def start(experiment: Experiment, out: Path | None, observer: Observer | None = None) -> Outcome:
-    """Train a new run into `out` (default: a fresh folder under runs/)."""
+    """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/)."""
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
-    from jabcli.train import check_devices
+    from jabcli.train import check
 
-    check_devices(experiment.config.train)
+    check(experiment)
     with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
-        run = _create(experiment, out)
-        return _train(run, experiment, None, observer or Observer(), stop)
+        path, created = _create(experiment, out)
+        return _train(path, created, experiment, None, observer or Observer(), stop)
 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
-    """Continue a run from its newest valid checkpoint; `steps` extends it, and is saved
-    in the run so that a later plain resume aims for the same step. A run killed before
-    its first checkpoint starts again from step 0."""
-    run = Run.open(path)
-    cfg, tokenizer = run.load_config()
+    """Continue a run or group from its newest valid checkpoint; `steps` extends it, and
+    is saved in the run so that a later plain resume aims for the same step. A run killed
+    before its first checkpoint (of every seed) starts again from step 0."""
+    path, seeds = runs.open_runs(path)
+    cfg, tokenizer = _group_config(path, seeds)
     saved_steps = cfg.train.steps
     if steps is not None:
         cfg.train.steps = steps
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
-    from jabcli.train import check_devices, state_from_arrays
+    from jabcli.train import check, state_from_arrays
 
-    if not run.manifest()["checkpoints"]:
-        step, state = 0, None
-        observer.note(f"{run.path} has no checkpoint yet; training it from the start")
+    step, arrays = runs.newest_common_checkpoint(seeds, warn=observer.note)
+    if arrays is None:
+        states = None
+        observer.note(f"{path} has no checkpoint yet; training it from the start")
     else:
-        entry, arrays = run.newest_valid_checkpoint(warn=observer.note)
-        source = f"checkpoint {entry['file']} in {run.path}"
-        step, state = entry["step"], state_from_arrays(experiment, arrays, source)
+        states = [
+            state_from_arrays(experiment, one, f"checkpoint at step {step} in {run.path}")
+            for run, one in zip(seeds, arrays)
+        ]
         if step >= cfg.train.steps:
             raise JabError(
-                f"{run.path} already reached step {step} of {cfg.train.steps}; "
+                f"{path} already reached step {step} of {cfg.train.steps}; "
                 "pass a larger --steps to continue"
             )
-    check_devices(cfg.train)
+    check(experiment)
     with StopRequest() as stop:
         if cfg.train.steps != saved_steps:
-            with run.lock():
-                run.save_config(cfg, tokenizer)
-        return _train(run, experiment, (step, state), observer, stop)
+            for n, run in enumerate(seeds):
+                with run.lock():
+                    run.save_config(for_seed(cfg, cfg.train.seed + n), tokenizer)
+        return _train(path, seeds, experiment, (step, states), observer, stop)
 
 
-def _create(experiment: Experiment, out: Path | None) -> Run:
-    """A new run folder with its config; on failure, nothing of it is left behind."""
+def _group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer]:
+    """The config that trains every seed of `seeds` together: theirs, with train.seeds
+    set; their configs must differ in train.seed alone, and their seeds must follow on."""
+    loaded = [run.load_config() for run in seeds]
+    cfg, tokenizer = loaded[0]
+    first = cfg.train.seed
+    for n, (run, (other, vocab)) in enumerate(zip(seeds, loaded)):
+        if other.train.seed != first + n:
+            raise JabError(
+                f"{path} is not a group jab trained: its seeds do not follow on "
+                f"({run.path} has train.seed {other.train.seed})"
+            )
+        if for_seed(other, first) != for_seed(cfg, first) or vocab.tokens != tokenizer.tokens:
+            raise JabError(
+                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml "
+                "beyond train.seed; the seeds of a group train together"
+            )
+    group = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=len(seeds)))
+    return group, tokenizer
+
+
+def _create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
+    """A new run folder with its config, or a group folder with one run per seed; on
+    failure, nothing of it is left behind."""
+    cfg = experiment.config
     existed = out is not None and out.is_dir()  # start() allows only an empty one
-    path = out or runs.new_run_dir(experiment.config.task.name)
+    path = out or runs.new_run_dir(cfg.task.name)
     try:
-        return Run.create(path, experiment.config, experiment.tokenizer)
+        if cfg.train.seeds == 1:
+            return path, [Run.create(path, cfg, experiment.tokenizer)]
+        return path, [
+            Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
+            for seed in range(cfg.train.seed, cfg.train.seed + cfg.train.seeds)
+        ]
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         if existed:
@@ -149,82 +191,94 @@ def _create(experiment: Experiment, out: Path | None) -> Run:
 
 
 def _train(
-    run: Run,
+    path: Path,
+    seeds: list[Run],
     experiment: Experiment,
-    resumed: tuple[int, Any] | None,
+    resumed: tuple[int, list[Any] | None] | None,
     observer: Observer,
     stop: StopRequest,
 ) -> Outcome:
     """Train until done, early-stopped or interrupted, checkpointing along the way;
-    `resumed` is the step and state to continue from (state None: from the seed)."""
+    `resumed` is the step and the seeds' states to continue from (None: from the seeds)."""
     try:
-        with run.lock():
+        with contextlib.ExitStack() as locks:
+            for run in seeds:
+                locks.enter_context(run.lock())
             if resumed is not None:
-                run.forget_after(resumed[0])
-                rejected = run.truncate_metrics(resumed[0])
-                if rejected:
-                    observer.note(
-                        f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
-                        f"moved to {runs.REJECTED_METRICS}"
-                    )
-                observer.note(f"Resuming {run.path} from step {resumed[0]}")
-            return _loop(run, experiment, resumed and resumed[1], observer, stop)
+                for run in seeds:
+                    run.forget_after(resumed[0])
+                    rejected = run.truncate_metrics(resumed[0])
+                    if rejected:
+                        observer.note(
+                            f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
+                            f"moved to {runs.REJECTED_METRICS}"
+                        )
+                observer.note(f"Resuming {path} from step {resumed[0]}")
+            states = resumed[1] if resumed is not None else None
+            return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
-            entries = run.manifest()["checkpoints"]
+            saved = [run.manifest()["checkpoints"] for run in seeds]
         except JabError:
-            entries = None  # unreadable: keep the folder, whatever it holds
-        removed = resumed is None and entries == []
+            saved = None  # unreadable: keep the folder, whatever it holds
+        removed = resumed is None and saved is not None and not any(saved)
         if removed:
-            shutil.rmtree(run.path, ignore_errors=True)  # nothing worth keeping yet
+            shutil.rmtree(path, ignore_errors=True)  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
-            raise Interrupted(_kept(run, entries, removed)) from err
+            raise Interrupted(_kept(path, saved, removed)) from err
         raise
 
 
-def _kept(run: Run, entries: list[dict[str, Any]] | None, removed: bool) -> str:
+def _kept(path: Path, saved: list[list[dict[str, Any]]] | None, removed: bool) -> str:
     """What an interrupted session leaves behind, in words."""
     if removed:
-        return f"run folder {run.path} removed: it had no checkpoint yet"
-    if entries:
-        return f"run {run.path} kept; its newest checkpoint is at step {entries[-1]['step']}"
-    if entries == []:
-        return f"run {run.path} kept; it has no checkpoint yet, so a resume starts from step 0"
-    return f"run {run.path} kept"
+        return f"run folder {path} removed: it had no checkpoint yet"
+    if saved is not None and all(saved):
+        step = min(entries[-1]["step"] for entries in saved)
+        return f"run {path} kept; its newest checkpoint is at step {step}"
+    if saved is not None:
+        return f"run {path} kept; it has no checkpoint yet, so a resume starts from step 0"
+    return f"run {path} kept"
 
 
 def _loop(
-    run: Run, experiment: Experiment, state: Any, observer: Observer, stop: StopRequest
+    path: Path,
+    seeds: list[Run],
+    experiment: Experiment,
+    states: list[Any] | None,
+    observer: Observer,
+    stop: StopRequest,
 ) -> Outcome:
     from jabcli.train import Trainer, state_to_arrays
 
     tr = experiment.config.train
-    trainer = Trainer(experiment, state)
+    trainer = Trainer(experiment, states)
     saved_step = -1
 
-    def save(eval_seq_acc: float | None = None) -> None:
+    def save(results: list[dict[str, Any]] | None = None) -> None:
         nonlocal saved_step
-        step = int(trainer.state.step)
-        run.save_checkpoint(
-            state_to_arrays(trainer.state), step, eval_seq_acc, keep=tr.keep_checkpoints
-        )
+        step = trainer.step
+        for n, (run, state) in enumerate(zip(seeds, trainer.states())):
+            accuracy = results[n]["seq_acc"] if results else None
+            run.save_checkpoint(state_to_arrays(state), step, accuracy, keep=tr.keep_checkpoints)
         saved_step = step
 
-    def on_eval(result: dict[str, Any]) -> None:
-        observer.evaluated(result)
-        save(result["seq_acc"])
+    def on_eval(results: list[dict[str, Any]]) -> None:
+        observer.evaluated(results)
+        save(results)
 
-    def on_log(record: dict[str, Any]) -> None:
-        run.append_metrics(record)
-        observer.log(record)
+    def on_log(records: list[dict[str, Any]]) -> None:
+        for run, record in zip(seeds, records):
+            run.append_metrics(record)
+        observer.log(records)
 
-    observer.begin(run, experiment, int(trainer.state.step))
+    observer.begin(path, experiment, trainer.step)
     try:
         outcome = trainer.run(on_log=on_log, on_eval=on_eval, should_stop=stop)
     except FloatingPointError as err:
         kept = (
             "the last good checkpoint is kept"
-            if saved_step >= 0 or state is not None
+            if saved_step >= 0 or states is not None
             else "no checkpoint had been saved yet"
         )
         raise JabError(
@@ -236,7 +290,8 @@ def _loop(
     if saved_step != outcome["step"]:
         save()
     return Outcome(
-        run=run,
+        path=path,
+        runs=seeds,
         step=outcome["step"],
         start_step=outcome["start_step"],
         elapsed_s=outcome["elapsed_s"],

@@ -162,42 +162,71 @@ def wait(tree):
     return tree
 
 
-def check_devices(tr: TrainConfig) -> None:
+def check(experiment: Experiment) -> tuple[int, str]:
+    """Refuse, before anything is written or allocated, a run whose batch does not divide
+    over the devices or whose parameters and optimizer state (of every seed) do not fit
+    in memory. Returns their size in bytes, and the options that set it."""
+    tr = experiment.config.train
     devices = jax.device_count()
-    if tr.batch_size % devices:
+    if tr.seeds == 1 and tr.batch_size % devices:
         raise JabError(
             f"train.batch_size ({tr.batch_size}) must divide evenly over the {devices} devices"
         )
+    one = jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
+    state_bytes = tr.seeds * memory.tree_bytes(one)
+    sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
+    if tr.seeds > 1:
+        sizes = f"train.seeds or {sizes}"
+    memory.check(state_bytes, "the parameters and optimizer state", sizes)
+    return state_bytes, sizes
+
+
+def seed_state(state: TrainingState, i: int) -> TrainingState:
+    """Seed `i`'s state out of a state with a leading seeds axis."""
+    return jax.tree_util.tree_map(lambda x: x[i], state)
+
+
+def stack(states: list[TrainingState]) -> TrainingState:
+    """Several seeds' states as one, along a leading seeds axis."""
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
 
 class Trainer:
     """The Python loop: chunks of jitted steps, periodic evaluation, early stop.
 
-    Every device JAX sees is on one data-parallel mesh axis: each batch is split along
-    it, parameters and optimizer state are replicated."""
+    Every device JAX sees is on one mesh axis. One seed: each batch is split along it,
+    parameters and optimizer state are replicated. Several seeds (train.seeds): the
+    state has a leading seeds axis, one `vmap`ped chunk trains every seed, and the seeds
+    are split over the devices when their number divides evenly (else every device
+    computes every seed). Callbacks receive one record per seed."""
 
-    def __init__(self, experiment: Experiment, state: TrainingState | None = None):
+    def __init__(self, experiment: Experiment, states: list[TrainingState] | None = None):
         self.experiment = experiment
         tr = experiment.config.train
-        check_devices(tr)
+        state_bytes, sizes = check(experiment)
+        self.seeds = list(range(tr.seed, tr.seed + tr.seeds))
+        self.grouped = tr.seeds > 1
         mesh = Mesh(np.asarray(jax.devices()), ("data",))
         replicated = NamedSharding(mesh, P())
-        chunk = jax.jit(
-            functools.partial(
-                train_chunk, experiment, batch_sharding=NamedSharding(mesh, P("data"))
-            ),
-            donate_argnums=0,
-            out_shardings=(replicated, replicated),
-        )
+        if self.grouped:
+            split = tr.seeds % jax.device_count() == 0
+            state_sharding = NamedSharding(mesh, P("data")) if split else replicated
+            chunk = jax.vmap(functools.partial(train_chunk, experiment), in_axes=(0, None))
+            make = jax.vmap(functools.partial(init_state, experiment))
+            seeds = jnp.arange(tr.seed, tr.seed + tr.seeds, dtype=jnp.uint32)
+        else:
+            state_sharding = replicated
+            batches = NamedSharding(mesh, P("data"))
+            chunk = functools.partial(train_chunk, experiment, batch_sharding=batches)
+            make = functools.partial(init_state, experiment)
+            seeds = jnp.asarray(tr.seed, jnp.uint32)
+        chunk = jax.jit(chunk, donate_argnums=0, out_shardings=(state_sharding, replicated))
         # Compiled from shapes alone, so that a run too big for the machine is refused
         # before a single buffer is allocated.
-        shapes = jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
+        shapes = jax.eval_shape(make, seeds)
         shapes = jax.tree_util.tree_map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=state_sharding), shapes
         )
-        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes))
-        sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
-        memory.check(state_bytes, "the parameters and optimizer state", sizes)
         self.chunk = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
         memory.check(
             memory.program_bytes(self.chunk) + state_bytes,
@@ -205,48 +234,74 @@ class Trainer:
             f"train.batch_size, task.max_len or {sizes}",
         )
         check_evaluation_memory(experiment, tr.eval_samples, "train.eval_samples")
-        state = state if state is not None else init(experiment, tr.seed)
-        self.state = wait(jax.device_put(state, replicated))
+        if states is None:
+            state = jax.jit(make)(seeds)
+        else:
+            state = stack(states) if self.grouped else states[0]
+        self.state = wait(jax.device_put(state, state_sharding))
+
+    @property
+    def step(self) -> int:
+        return int(np.reshape(jax.device_get(self.state.step), -1)[0])
+
+    def states(self) -> list[TrainingState]:
+        """Each seed's state, in the order of `seeds`."""
+        if not self.grouped:
+            return [self.state]
+        return [seed_state(self.state, i) for i in range(len(self.seeds))]
 
     def run(
         self,
-        on_log: Callback = lambda m: None,
-        on_eval: Callback = lambda m: None,
+        on_log: Callback = lambda records: None,
+        on_eval: Callback = lambda results: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> dict:
+        """Train to train.steps, or until every seed reached train.target_seq_acc (a seed
+        that reached it keeps training with the others), or until `should_stop()`."""
         tr = self.experiment.config.train
         schedule = learning_rate_schedule(tr)
-        start, start_step = time.perf_counter(), int(self.state.step)
-        step, last_eval = start_step, {}
+        start, start_step = time.perf_counter(), self.step
+        step, last_eval = start_step, []
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
             self.state, metrics = wait(self.chunk(self.state, jnp.asarray(n, jnp.int32)))
-            metrics = jax.device_get(metrics)
+            metrics = {k: np.reshape(v, -1) for k, v in jax.device_get(metrics).items()}
             step = step_before + n
-            if not metrics.pop("finite"):
-                raise FloatingPointError(
-                    f"loss became non-finite between steps {step_before} and {step}"
-                )
-            record = {
-                "step": step,
-                **{k: float(v) for k, v in metrics.items()},
-                "lr": float(schedule(step - 1)),  # the last one applied
-                "steps_per_sec": n / (time.perf_counter() - tic),
-                "elapsed_s": time.perf_counter() - start,
-            }
-            if step // tr.eval_every > step_before // tr.eval_every or step >= tr.steps:
-                last_eval = evaluate(
-                    self.experiment,
-                    self.state.params,
-                    step_key(self.state.rng, EVAL_STREAM, step),
-                    tr.eval_samples,
-                )
-                record["eval_token_acc"] = last_eval["token_acc"]
-                record["eval_seq_acc"] = last_eval["seq_acc"]
-                on_eval({**last_eval, "step": step})
-            on_log(record)
-            if last_eval and record.get("eval_seq_acc", 0.0) >= tr.target_seq_acc:
+            for seed, finite in zip(self.seeds, metrics.pop("finite")):
+                if not finite:
+                    which = f" (seed {seed})" if self.grouped else ""
+                    raise FloatingPointError(
+                        f"loss became non-finite between steps {step_before} and {step}{which}"
+                    )
+            seconds = time.perf_counter() - tic
+            records = [
+                {
+                    "step": step,
+                    **{k: float(v[i]) for k, v in metrics.items()},
+                    "lr": float(schedule(step - 1)),  # the last one applied
+                    "steps_per_sec": n / seconds,
+                    "elapsed_s": time.perf_counter() - start,
+                }
+                for i in range(len(self.seeds))
+            ]
+            evaluated = step // tr.eval_every > step_before // tr.eval_every or step >= tr.steps
+            if evaluated:
+                last_eval = [
+                    evaluate(
+                        self.experiment,
+                        state.params,
+                        step_key(state.rng, EVAL_STREAM, step),
+                        tr.eval_samples,
+                    )
+                    for state in self.states()
+                ]
+                for record, result in zip(records, last_eval):
+                    record["eval_token_acc"] = result["token_acc"]
+                    record["eval_seq_acc"] = result["seq_acc"]
+                on_eval([{**result, "step": step} for result in last_eval])
+            on_log(records)
+            if evaluated and all(r["eval_seq_acc"] >= tr.target_seq_acc for r in records):
                 break
         return {
             "step": step,

@@ -5,30 +5,32 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 LOSSES = """
-import json, jax, jax.numpy as jnp
+import json, sys, jax, jax.numpy as jnp
 from jabcli import runtime
 runtime.configure()
 from jabcli.experiment import resolve
 from jabcli.train import Trainer
 experiment = resolve("copy", sets=["task.max_len=6", "model.d_model=32", "model.d_ff=64",
                                    "model.num_layers=1",
-                                   "train.batch_size=16", "train.log_every=10"])
+                                   "train.batch_size=16", "train.log_every=10"],
+                     seeds=int(sys.argv[1]))
 trainer = Trainer(experiment)
 losses = []
 for _ in range(4):  # the sharded train chunks that Trainer.run feeds, without its evaluation
     trainer.state, metrics = trainer.chunk(trainer.state, jnp.asarray(10, jnp.int32))
-    losses.append(float(metrics["loss"]))
+    losses.append(jnp.ravel(metrics["loss"]).tolist())
 print(json.dumps({"devices": jax.device_count(), "losses": losses}))
 """
 
 
-def start(devices: int) -> subprocess.Popen:
+def start(devices: int, seeds: int = 1) -> subprocess.Popen:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     return subprocess.Popen(
-        [sys.executable, "-c", LOSSES],
+        [sys.executable, "-c", LOSSES, str(seeds)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -46,9 +48,17 @@ def losses(proc: subprocess.Popen, devices: int) -> list[float]:
 
 def test_splitting_the_batch_over_2_or_4_devices_gives_the_losses_of_one():
     procs = {devices: start(devices) for devices in (1, 2, 4)}  # compile side by side
-    one, two, four = (losses(procs[d], d) for d in (1, 2, 4))
+    one, two, four = (np.ravel(losses(procs[d], d)) for d in (1, 2, 4))
     assert two == pytest.approx(one, rel=1e-4)
     assert four == pytest.approx(one, rel=1e-4)
+
+
+def test_splitting_4_seeds_over_2_devices_gives_the_losses_of_one_device():
+    procs = {devices: start(devices, seeds=4) for devices in (1, 2)}
+    one, two = (np.asarray(losses(procs[d], d)) for d in (1, 2))
+    assert one.shape == (4, 4)  # 4 chunks, 4 seeds
+    assert len({tuple(column) for column in one.T}) == 4  # the seeds differ
+    assert two == pytest.approx(one, rel=1e-4)
 
 
 def test_a_batch_that_does_not_divide_over_the_devices_is_a_clear_error(tmp_path):

@@ -1,0 +1,97 @@
+"""Several seeds in one process: `jab train --seeds N` trains N models side by side into
+a group folder with one complete run per seed, and every report shows the spread."""
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from jabrun import TINY, interrupt_after, jab
+
+GROUP = [*TINY, "--seeds", "3", "--steps", "200", "--set", "train.log_every=25"]
+
+
+def records(run: Path) -> list[dict]:
+    timing = {"steps_per_sec", "elapsed_s"}
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in timing}
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
+
+
+def arrays(run: Path) -> dict[str, np.ndarray]:
+    manifest = json.loads((run / "checkpoints/manifest.json").read_text())
+    data = (run / "checkpoints" / manifest["checkpoints"][-1]["file"]).read_bytes()
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    """A folder holding `g`: a group of 3 tiny copy models (seeds 0-2) trained together."""
+    cwd = tmp_path_factory.mktemp("seeds")
+    jab("train", *GROUP, "--out", "g", cwd=cwd)
+    return cwd
+
+
+def test_a_group_holds_one_complete_run_per_seed_each_trained_differently(group):
+    seeds = [group / "g" / f"seed-{n}" for n in range(3)]
+    assert sorted(p.name for p in (group / "g").iterdir()) == ["seed-0", "seed-1", "seed-2"]
+    losses = [[r["loss"] for r in records(run)] for run in seeds]
+    assert all(len(one) == 8 for one in losses)  # 200 steps, a record every 25
+    assert losses[0] != losses[1] != losses[2] != losses[0]
+    first = [arrays(run) for run in seeds]
+    name = next(k for k in first[0] if k.startswith("params"))
+    assert not np.array_equal(first[0][name], first[1][name])
+    for n, run in enumerate(seeds):  # each seed is a plain run of its own
+        assert f"seed: {n}" in (run / "config.yaml").read_text()
+        jab("predict", "0123", "--run", run, cwd=group)
+
+
+def test_seeds_1_trains_bitwise_the_run_without_seeds(trained, tmp_path):
+    jab("train", *TINY, "--steps", "300", "--seeds", "1", "--out", "one", cwd=tmp_path)
+    assert records(tmp_path / "one") == records(trained / "runs/tiny")
+    plain, one = arrays(trained / "runs/tiny"), arrays(tmp_path / "one")
+    assert plain.keys() == one.keys()
+    assert all(np.array_equal(plain[k], one[k]) for k in plain)
+
+
+def test_a_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_one(
+    group, tmp_path
+):
+    code, out, err = interrupt_after(
+        ["train", *GROUP, "--out", "cut"], tmp_path, Path("cut/seed-2"), 4
+    )
+    assert code == 130, err
+    resumed = jab("resume", "cut", cwd=tmp_path)
+    assert "Resuming cut from step" in resumed.stdout
+    for n in range(3):
+        whole, cut = group / "g" / f"seed-{n}", tmp_path / "cut" / f"seed-{n}"
+        assert records(cut) == records(whole)
+        a, b = arrays(whole), arrays(cut)
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
+    result = jab("predict", "0123", "--run", "g", cwd=group, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "jab: error: g is a group of 3 seeds; name one of them, for example g/seed-0"
+    )
+
+
+@pytest.mark.parametrize(
+    "seeds, message",
+    [
+        ("0", "Invalid value for '--seeds'"),
+        ("-2", "Invalid value for '--seeds'"),
+        ("two", "Invalid value for '--seeds'"),
+        ("100000000", "lower train.seeds"),
+    ],
+)
+def test_a_bad_number_of_seeds_is_one_line_and_writes_nothing(tmp_path, seeds, message):
+    result = jab("train", *TINY, "--seeds", seeds, "--out", "never", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert not (tmp_path / "never").exists()
