@@ -35,7 +35,7 @@ def main() -> None:
     result = Trainer(experiment).run()
     wall = time.perf_counter() - start
 
-    seq_acc = result["last_eval"].get("seq_acc", 0.0)
+    seq_acc = result["last_eval"][0]["seq_acc"] if result["last_eval"] else 0.0
     print(
         json.dumps(
             {
