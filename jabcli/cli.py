@@ -7,48 +7,127 @@ JAX is imported inside the commands that need it, so `jab --help` starts instant
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from jabcli import __version__
 from jabcli.errors import JabError
 
 try:  # Typer >= 0.20 ships its own copy of Click
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
 except ImportError:  # pragma: no cover - older Typer depends on Click itself
-    from click.exceptions import ClickException, NoArgsIsHelpError
+    from click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
+
+
+class PlainHelp:
+    """Help in the README's terms: nothing after a flag, `RUN...` for arguments (Typer
+    would write `--json <bool>`, `runs... <list[Path]>` and `{runs}...`)."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+            elif isinstance(param, TyperArgument):
+                param.display_type_rich = lambda ctx: None  # its metavar says it
+        return params
+
+
+class Command(PlainHelp, TyperCommand):
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar]
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = param.metavar or param.name.upper()
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+class Group(PlainHelp, TyperGroup):
+    pass
+
 
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Train small Transformers on algorithmic toy tasks and look at what they learned.",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def command(name: str | None = None):
+    return app.command(name, cls=Command)
+
+
+def show_version(wanted: bool) -> None:
+    if wanted:
+        print(f"jab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=show_version, is_eager=True, help="Print jab's version."
+        ),
+    ] = False,
+) -> None:
+    """Train small Transformers on algorithmic toy tasks and look at what they learned."""
+
+
+def run_folders(value):
+    """A run given as a file, not a folder, is a mistake worth its own words."""
+    for path in value if isinstance(value, list) else [value]:
+        if path is not None and path.exists() and not path.is_dir():
+            raise JabError(f"{path} is a file, not a run folder")
+    return value
+
 
 SEED_MAX = 2**32 - 1
 SAMPLES_PER_LENGTH = 200
 
 RunOption = Annotated[
-    Optional[Path], typer.Option("--run", help="Run folder (default: the newest under runs/).")
+    Optional[Path],
+    typer.Option(
+        "--run",
+        metavar="DIR",
+        callback=run_folders,
+        help="Run folder (default: the newest under runs/); for eval, a group of seeds too.",
+    ),
 ]
 CheckpointOption = Annotated[
-    str, typer.Option("--checkpoint", help="Which checkpoint: best, latest or a step number.")
+    str,
+    typer.Option(
+        "--checkpoint",
+        metavar="best|latest|STEP",
+        help="Which checkpoint: best, latest or a step number.",
+    ),
 ]
 NoCacheOption = Annotated[
     bool, typer.Option("--no-cache", help="Do not use the persistent compilation cache.")
 ]
 StepsOption = Annotated[
     Optional[int],
-    typer.Option("--steps", min=1, help="Number of training steps (overrides train.steps)."),
+    typer.Option(
+        "--steps", min=1, metavar="N", help="Number of training steps (overrides train.steps)."
+    ),
 ]
 SeedOption = Annotated[
-    int, typer.Option("--seed", min=0, max=SEED_MAX, help="Seed of the held-out sample.")
+    int,
+    typer.Option("--seed", min=0, max=SEED_MAX, metavar="S", help="Seed of the held-out sample."),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object instead of tables.")
@@ -76,7 +155,7 @@ def configure_jax(no_cache: bool) -> None:
     runtime.configure(no_cache)
 
 
-@app.command("tasks")
+@command("tasks")
 def tasks_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
@@ -84,7 +163,7 @@ def tasks_command(
 ) -> None:
     """List the built-in tasks."""
     from jabcli import config
-    from jabcli.display import console
+    from jabcli.display import commands, console, task_table
     from jabcli.experiment import resolve
     from jabcli.tasks import TASKS
 
@@ -103,50 +182,60 @@ def tasks_command(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    from rich.table import Table
-
-    table = Table(title="Built-in tasks", title_justify="left")
-    for column in ("name", "description", "alphabet", "lengths"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
-    console.print(table)
-    console.print("Train one with: jab train --task NAME")
-    console.print("Or on your own input/output pairs: jab train --task file:PAIRS.tsv (or .jsonl)")
+    console.print(task_table(rows))
+    commands("Train one with:", ["jab train --task NAME"])
+    commands(
+        "Or on your own input/output pairs (.tsv or .jsonl):", ["jab train --task file:PAIRS.tsv"]
+    )
 
 
-@app.command()
+@command()
 def train(
     task: Annotated[
         Optional[str],
         typer.Option(
-            "--task", help="A built-in task name, a task YAML file, or file:PATH (pairs)."
+            "--task",
+            metavar="NAME|FILE.yaml|file:PATH",
+            help="A built-in task name (see jab tasks), a task YAML file, or file:PATH, "
+            "a file of input/output pairs (.tsv or .jsonl).",
         ),
     ] = None,
     config_file: Annotated[
-        Optional[Path], typer.Option("--config", help="A YAML config layered over the task preset.")
+        Optional[Path],
+        typer.Option(
+            "--config", metavar="FILE.yaml", help="A YAML config layered over the task preset."
+        ),
     ] = None,
     sets: Annotated[
         Optional[list[str]],
-        typer.Option("--set", help="Override a config key: --set model.d_model=128 (repeatable)."),
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="Override a config key: --set model.d_model=128 (repeatable).",
+        ),
     ] = None,
     steps: StepsOption = None,
     seed: Annotated[
         Optional[int],
-        typer.Option("--seed", min=0, max=SEED_MAX, help="Random seed (overrides train.seed)."),
+        typer.Option(
+            "--seed", min=0, max=SEED_MAX, metavar="S", help="Random seed (overrides train.seed)."
+        ),
     ] = None,
     seeds: Annotated[
         Optional[int],
         typer.Option(
             "--seeds",
             min=1,
-            help="Train N models side by side, seeds SEED..SEED+N-1, into one group folder "
+            metavar="N",
+            help="Train N models side by side, seeds S..S+N-1, into one group folder "
             "with a run per seed (overrides train.seeds).",
         ),
     ] = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", help="Run folder to create (default: runs/<task>-<timestamp>)."),
+        typer.Option(
+            "--out", metavar="DIR", help="Run folder to create (default: runs/<task>-<timestamp>)."
+        ),
     ] = None,
     resume: Annotated[
         bool,
@@ -157,7 +246,10 @@ def train(
         ),
     ] = False,
     run: Annotated[
-        Optional[Path], typer.Argument(help="With --resume: the run to continue.")
+        Optional[Path],
+        typer.Argument(
+            metavar="RUN", callback=run_folders, help="With --resume: the run to continue."
+        ),
     ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
@@ -181,14 +273,21 @@ def train(
     finish(lambda: session.start(experiment, out, TrainView()))
 
 
-@app.command("resume")
+@command("resume")
 def resume_command(
     run: Annotated[
-        Optional[Path], typer.Argument(help="Run folder (default: the newest under runs/).")
+        Optional[Path],
+        typer.Argument(
+            metavar="RUN",
+            callback=run_folders,
+            help="Run folder (default: the newest under runs/).",
+        ),
     ] = None,
     steps: Annotated[
         Optional[int],
-        typer.Option("--steps", min=1, help="Train up to this step (saved in the run)."),
+        typer.Option(
+            "--steps", min=1, metavar="N", help="Train up to this step (saved in the run)."
+        ),
     ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
@@ -202,24 +301,29 @@ def resume_command(
 
 def finish(training) -> None:
     """Train, then say how training ended; an interrupted run exits with 128 + the signal."""
-    from jabcli.display import console, summary
+    from jabcli.display import commands, console, say, summary
     from jabcli.session import Interrupted
 
     try:
         outcome = training()
     except Interrupted as err:  # before Typer turns it into a silent exit
         interrupted(err.message)
-    path = outcome.path
+    path = shlex.quote(str(outcome.path))  # commands to paste, whatever the folder name
     if outcome.interrupted_by is not None:
-        console.print(f"Interrupted at step {outcome.step}; checkpoint saved in {path}")
-        console.print(f"Resume with: jab train --resume {path}")
+        say(f"Interrupted at step {outcome.step}; checkpoint saved in {outcome.path}")
+        commands("Resume with:", [f"jab train --resume {path}"])
         raise typer.Exit(128 + outcome.interrupted_by)
     console.print()
     console.print(summary(outcome))
-    console.print(f"Next: jab eval --run {path}   |   jab show-attention --run {path}")
+    if not outcome.reached_target:
+        commands(
+            "Target not reached; to train longer:",
+            [f"jab resume {path} --steps {2 * outcome.step}"],
+        )
+    commands("Next:", [f"jab eval --run {path}", f"jab show-attention --run {path}"])
 
 
-@app.command("eval")
+@command("eval")
 def eval_command(
     run: RunOption = None,
     samples: Annotated[
@@ -227,17 +331,18 @@ def eval_command(
         typer.Option(
             "--samples",
             min=1,
+            metavar="N",
             help="Held-out inputs to decode (default 1000; per length with --lengths: 200).",
         ),
     ] = None,
     lengths: LengthsOption = None,
     min_len: Annotated[
         Optional[int],
-        typer.Option("--min-len", min=1, help="Shortest input (default: the run's)."),
+        typer.Option("--min-len", min=1, metavar="A", help="Shortest input (default: the run's)."),
     ] = None,
     max_len: Annotated[
         Optional[int],
-        typer.Option("--max-len", min=1, help="Longest input (default: the run's)."),
+        typer.Option("--max-len", min=1, metavar="B", help="Longest input (default: the run's)."),
     ] = None,
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
@@ -255,25 +360,36 @@ def eval_command(
         min_len, max_len = inspection.parse_lengths(lengths)
         samples = SAMPLES_PER_LENGTH if samples is None else samples
     configure_jax(no_cache)
-    loaded = inspection.load(run, checkpoint)
-    result = inspection.evaluate_run(
-        loaded, 1000 if samples is None else samples, min_len, max_len, seed, each_length
-    )
+    path, loaded = inspection.load_runs(run, checkpoint)
+    samples = 1000 if samples is None else samples
+    result = inspection.evaluate_runs(path, loaded, samples, min_len, max_len, seed, each_length)
     if as_json:
-        print(
-            json.dumps(
-                {k: v for k, v in result.items() if k != "examples"}
-                | {"mistakes": [e for e in result["examples"] if not e["correct"]][:20]}
-            )
-        )
+        print(json.dumps(with_mistakes(result)))
         return
-    t = loaded.experiment.config.task
-    console.print(eval_report(result, str(loaded.run.path), (t.min_len, t.max_len)))
+    t = loaded[0].experiment.config.task
+    console.print(eval_report(result, str(path), (t.min_len, t.max_len)))
 
 
-@app.command()
+def with_mistakes(result: dict) -> dict:
+    """A result for --json: its first 20 mistakes rather than every example; each seed's
+    result of a group likewise."""
+    out = {k: v for k, v in result.items() if k not in ("examples", "seeds")}
+    out["mistakes"] = [e for e in result["examples"] if not e["correct"]][:20]
+    if "seeds" in result:
+        out["seeds"] = [with_mistakes(one) for one in result["seeds"]]
+    return out
+
+
+@command()
 def compare(
-    runs: Annotated[list[Path], typer.Argument(help="Two or more run folders.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN...",
+            callback=run_folders,
+            help="Two or more run folders (a group of seeds counts as one).",
+        ),
+    ],
     lengths: Annotated[
         Optional[str],
         typer.Option(
@@ -284,7 +400,8 @@ def compare(
         ),
     ] = None,
     samples: Annotated[
-        int, typer.Option("--samples", min=1, help="Held-out inputs per length and run.")
+        int,
+        typer.Option("--samples", min=1, metavar="N", help="Held-out inputs per length and run."),
     ] = SAMPLES_PER_LENGTH,
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
@@ -299,61 +416,89 @@ def compare(
         raise JabError("compare takes two or more run folders")
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
     configure_jax(no_cache)
-    loaded = [inspection.load(run, checkpoint) for run in runs]
+    loaded = [inspection.load_runs(run, checkpoint) for run in runs]
     if bounds is None:
-        bounds = inspection.default_lengths(loaded)
+        bounds = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
     results = [
-        inspection.evaluate_run(one, samples, *bounds, seed, each_length=True) for one in loaded
+        inspection.evaluate_runs(path, seeds, samples, *bounds, seed, each_length=True)
+        for path, seeds in loaded
     ]
     if as_json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "examples"} for r in results]))
+        print(json.dumps([with_mistakes(r) for r in results]))
         return
     console.print(comparison(results))
 
 
-@app.command()
+@command()
 def predict(
     texts: Annotated[
-        list[str], typer.Argument(help="Inputs to answer, e.g. 12345 (spaces are ignored).")
+        list[str],
+        typer.Argument(
+            metavar="INPUT...",
+            help="Inputs to answer, e.g. 12345 (spaces are ignored); - reads them from "
+            "stdin, one per line.",
+        ),
     ],
     run: RunOption = None,
     checkpoint: CheckpointOption = "latest",
     no_cache: NoCacheOption = False,
 ) -> None:
-    """Answer each input and mark it against the task's reference answer."""
+    """Answer each input and mark it against the task's reference answer.
+
+    jab predict - < inputs.txt answers every line of a file.
+    """
     from jabcli import inspection
     from jabcli.display import console, predictions
 
+    if "-" in texts:
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        if not lines:
+            raise JabError("- reads inputs from stdin, one per line, but there were none")
+        texts = [each for text in texts for each in (lines if text == "-" else [text])]
     configure_jax(no_cache)
     loaded = inspection.load(run, checkpoint)
     console.print(predictions(inspection.predict(loaded, texts)))
 
 
-@app.command("show-attention")
+@command("show-attention")
 def show_attention(
     run: RunOption = None,
     input_text: Annotated[
         Optional[str],
-        typer.Option("--input", help="Input to decode (default: a random held-out one)."),
+        typer.Option(
+            "--input", metavar="TEXT", help="Input to decode (default: a random held-out one)."
+        ),
     ] = None,
-    kind: Annotated[Kind, typer.Option("--kind", help="Which attention to draw.")] = Kind.cross,
+    kind: Annotated[
+        Kind,
+        typer.Option("--kind", metavar="cross|encoder|decoder", help="Which attention to draw."),
+    ] = Kind.cross,
     layer: Annotated[
-        int, typer.Option("--layer", help="Layer index; negative counts from the last.")
+        int,
+        typer.Option("--layer", metavar="L", help="Layer index; negative counts from the last."),
     ] = -1,
     head: Annotated[
         Optional[str],
-        typer.Option("--head", help="Head index or 'mean' (default: all heads side by side)."),
+        typer.Option(
+            "--head",
+            metavar="H|mean",
+            help="Head index or 'mean' (default: all heads side by side).",
+        ),
     ] = None,
     save: Annotated[
         Optional[Path],
-        typer.Option("--save", help="Also write the picture to FILE.svg or FILE.html."),
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.html",
+            help="Also write the picture to a file (it fetches nothing: fonts are local).",
+        ),
     ] = None,
     checkpoint: CheckpointOption = "latest",
     no_cache: NoCacheOption = False,
 ) -> None:
     """Draw what the model attends to while answering one input."""
     from jabcli import inspection
-    from jabcli.display import attention_view, console, save_picture
+    from jabcli.display import attention_view, save_picture, say, show_picture
 
     if save is not None and save.suffix.lower() not in (".svg", ".html"):
         raise JabError(f"--save writes .svg or .html files, got {str(save)!r}")
@@ -373,19 +518,18 @@ def show_attention(
     picture = inspection.attention(loaded, input_text, kind.value)
     layer = layer % m.num_layers
     view = attention_view(picture, layer, head, str(loaded.run.path))
-    console.print(view)
+    show_picture(view)
     if save is not None:
-        heads = 1 if head is not None else m.num_heads
-        save_picture(view, 40 + 2 * len(picture.cols) * heads, save)
-        console.print(f"Saved {save}")
+        save_picture(view, save)
+        say(f"Saved {save}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(app)
+    cli = typer.main.get_command(app)
     try:
-        code = command.main(args, prog_name="jab", standalone_mode=False)
+        code = cli.main(args, prog_name="jab", standalone_mode=False)
     except JabError as err:
         if os.environ.get("JAB_DEBUG"):
             raise
@@ -400,12 +544,28 @@ def main(argv: list[str] | None = None) -> None:
     except ClickException as err:
         ctx = getattr(err, "ctx", None)
         where = f"jab {ctx.info_name}" if ctx is not None and ctx.parent is not None else "jab"
-        fail(f"{err.format_message()} (see '{where} --help')")
+        message = err.format_message()
+        if isinstance(err, NoSuchOption) and ctx is not None:  # Click's guesses are too wild
+            message = err.message + close_option(err.option_name, ctx)
+        fail(f"{message} (see '{where} --help')")
     except Exception as err:
         if "RESOURCE_EXHAUSTED" not in str(err) or os.environ.get("JAB_DEBUG"):
             raise
         fail(f"out of memory: {str(err).splitlines()[0][:300]}", code=1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def close_option(name: str, ctx) -> str:
+    """' (did you mean '--task'?)' when one of the command's options is close to `name`,
+    compared without the dashes (with them, '--lr' would be close to '--help')."""
+    options = {
+        opt.lstrip("-"): opt
+        for param in ctx.command.get_params(ctx)
+        for opt in param.opts
+        if opt.startswith("--")
+    }
+    close = difflib.get_close_matches(name.lstrip("-"), list(options), n=1)
+    return f" (did you mean {options[close[0]]!r}?)" if close else ""
 
 
 def interrupted(said: str = "") -> None:

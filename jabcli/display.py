@@ -1,19 +1,26 @@
 """Everything jab draws in the terminal with Rich: the live training view, result
 tables and attention heatmaps. Shapes and colours still read with NO_COLOR set:
 heatmap cells use block characters whose density follows the weight.
+
+Nothing a user typed or a model answered is ever cut to fit the terminal: long values
+fold onto the next line, bars and charts shrink, and a heatmap too wide for the
+terminal is drawn at its own width.
 """
 
 from __future__ import annotations
 
+import html
+import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich import box
 from rich.columns import Columns
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
-from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -26,14 +33,59 @@ from jabcli.session import Observer, Outcome
 console = Console()
 
 SHADES = " ░▒▓█"
+BAR_WIDTH = 20  # the longest bar of an accuracy, in characters
 
 
 def percent(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def say(line: str) -> None:
+    """Print `line` as is: paths and inputs are not Rich markup."""
+    console.print(line, markup=False, highlight=False)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def titled(title: str, body: RenderableType) -> Group:
+    """A bold title line over `body` (a table's own title would wrap to the table's width)."""
+    return Group(Text(title, style="bold"), body)
+
+
+def facts(rows: list[tuple[str, str]]) -> Table:
+    """Names and values, two columns; a long value folds rather than being cut."""
+    table = Table(box=box.SIMPLE_HEAD, show_header=False)
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    for name, value in rows:
+        table.add_row(name, Text(value))  # plain text: a value like "[0-1]" is no markup
+    return table
+
+
+def task_table(rows: list[dict[str, Any]]) -> Group:
+    table = Table()
+    for column in ("name", "description", "alphabet", "lengths"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
+    return titled("Built-in tasks", table)
+
+
+class Ending(TimeRemainingColumn):
+    """'ETA 0:01:15' while training runs; how it ended, once it has."""
+
+    def render(self, task) -> Text:
+        if task.fields.get("ended"):
+            return Text(task.fields["ended"])
+        return Text("ETA ") + super().render(task)
+
+
 class TrainView(Observer):
-    """Live view of a training run: progress bar, latest metrics, evaluations."""
+    """Live view of a training run: a progress bar over the latest batch's metrics and
+    the latest held-out evaluation, side by side in two labelled columns. For a group of
+    seeds, every figure is the median [min-max] over the seeds."""
 
     def __init__(self) -> None:
         self.progress = Progress(
@@ -41,27 +93,30 @@ class TrainView(Observer):
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[speed]}"),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            Ending(),
             console=console,
         )
         self.metrics: list[dict[str, Any]] = []  # the latest record of each seed
-        self.eval: list[dict[str, Any]] = []
+        self.eval: list[dict[str, Any]] = []  # the latest evaluation of each seed
         self.live: Live | None = None
+        self.target = 1.0
 
     def note(self, message: str) -> None:
-        console.print(message)
+        say(message)
 
     def begin(self, path, experiment, start_step: int) -> None:
         cfg = experiment.config
+        self.target = cfg.train.target_seq_acc
         seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
         console.print(
-            f"Training {seeds}[bold]{cfg.task.name}[/] (lengths {cfg.task.min_len}-"
-            f"{cfg.task.max_len}) into {path} on {jax_devices()}"
+            Text.assemble(
+                f"Training {seeds}",
+                (cfg.task.name, "bold"),
+                f" (lengths {cfg.task.min_len}-{cfg.task.max_len}) into {path} on {jax_devices()}",
+            )
         )
-        self.target = cfg.train.target_seq_acc
         self.bar = self.progress.add_task(
-            cfg.task.name, total=cfg.train.steps, completed=start_step, speed=""
+            cfg.task.name, total=cfg.train.steps, completed=start_step, speed="", ended=""
         )
         self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
         self.live.__enter__()
@@ -71,61 +126,71 @@ class TrainView(Observer):
             self.live.update(self.render())
             self.live.__exit__(None, None, None)
             self.live = None
+            if not console.is_terminal:  # Live ends a terminal's last line, not a file's
+                console.line()
 
     def render(self) -> Group:
-        """The latest record; for several seeds, their median, min and max in three rows."""
-        table = Table(box=box.SIMPLE, show_header=True, header_style="bold")
-        records = self.metrics
-        grouped = len(records) > 1
-        columns = ["step", "loss", "token acc", "exact match", "held-out exact", "lr", "steps/s"]
-        for column in ["seeds"] * grouped + columns:
-            table.add_column(column, justify="right")
-        if records:
-            m = records[0]
-            held_out = [e["seq_acc"] for e in self.eval]
-            statistics = (("median", np.median), ("min", np.min), ("max", np.max))
-            for n, (name, statistic) in enumerate(statistics[: 3 if grouped else 1]):
-                table.add_row(
-                    *[name] * grouped,
-                    str(m["step"]) if n == 0 else "",
-                    f"{statistic([r['loss'] for r in records]):.4f}",
-                    percent(statistic([r["token_acc"] for r in records])),
-                    percent(statistic([r["seq_acc"] for r in records])),
-                    percent(statistic(held_out)) if held_out else "-",
-                    f"{m['lr']:.2e}" if n == 0 else "",
-                    f"{m['steps_per_sec']:.0f}" if n == 0 else "",
-                )
+        m, ev = self.metrics, self.eval
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table.add_column("", style="bold", no_wrap=True)
+        table.add_column("training batch", justify="right", no_wrap=True)
+        table.add_column("held-out", justify="right", no_wrap=True)
+        table.add_row("step", cell(m[:1], "step", str), cell(ev[:1], "step", str))
+        table.add_row("loss", cell(m, "loss", "{:.4f}".format))
+        table.add_row("token acc", cell(m, "token_acc", percent), cell(ev, "token_acc", percent))
+        table.add_row("exact match", cell(m, "seq_acc", percent), cell(ev, "seq_acc", percent))
+        table.add_row("learning rate", cell(m[:1], "lr", "{:.2e}".format))
         parts: list[Any] = [self.progress, table]
-        if len(self.eval) > 1:
-            reached = sum(e["seq_acc"] >= self.target for e in self.eval)
+        if len(ev) > 1:
+            reached = sum(e["seq_acc"] >= self.target for e in ev)
             parts.append(
-                Text(f"{reached} of {len(self.eval)} seeds at the target {percent(self.target)}")
+                Text(
+                    f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
+                    "figures are median [min-max] over seeds"
+                )
             )
         return Group(*parts)
 
     def log(self, records: list[dict[str, Any]]) -> None:
         self.metrics = records
-        speed = records[0]["steps_per_sec"]
-        self.progress.update(self.bar, completed=records[0]["step"], speed=f"{speed:.0f} steps/s")
+        first = records[0]
+        # The condition the Trainer stops on: this is the last record of the run.
+        reached = all(r.get("eval_seq_acc", -1.0) >= self.target for r in records)
+        self.progress.update(
+            self.bar,
+            completed=first["step"],
+            speed=f"{first['steps_per_sec']:.0f} steps/s",
+            ended="target reached" if reached else "",
+        )
+        if reached:
+            self.progress.stop_task(self.bar)
         self.live.update(self.render())
 
     def evaluated(self, results: list[dict[str, Any]]) -> None:
         self.eval = results
         first = results[0]
-        seeds = escape(f" (median [min-max] of {len(results)} seeds)") if len(results) > 1 else ""
+        seeds = f", median [min-max] of {len(results)} seeds" if len(results) > 1 else ""
         console.print(
             f"step {first['step']:>6}  held-out: token acc "
-            f"{spread([r['token_acc'] for r in results], percent)}, exact match "
-            f"{spread([r['seq_acc'] for r in results], percent)} "
-            f"({first['samples']} samples){seeds}"
+            f"{spread([r['token_acc'] for r in results])}, exact match "
+            f"{spread([r['seq_acc'] for r in results])} "
+            f"({plural(first['samples'], 'sample')}{seeds})",
+            markup=False,
         )
 
 
-def spread(values: list[float], fmt=percent) -> str:
-    """One value as itself; several as median [min-max]."""
+def spread(values: list[float], show=percent) -> str:
+    """One value as itself; several as their median [min-max]."""
     if len(values) == 1:
-        return fmt(values[0])
-    return escape(f"{fmt(float(np.median(values)))} [{fmt(min(values))}-{fmt(max(values))}]")
+        return show(values[0])
+    return f"{show(float(np.median(values)))} [{show(min(values))}-{show(max(values))}]"
+
+
+def cell(records: list[dict[str, Any]], key: str, show) -> Text | str:
+    """A figure of the latest records (one per seed), or '-' before there is one."""
+    if not records or key not in records[0]:
+        return "-"
+    return Text(spread([r[key] for r in records], show))
 
 
 def jax_devices() -> str:
@@ -136,17 +201,16 @@ def jax_devices() -> str:
 
 def examples_table(
     examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions"
-) -> Table:
+) -> Group:
     """A few predictions, mistakes first."""
     ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("input")
-    table.add_column("output")
-    table.add_column("expected")
-    table.add_column("", justify="center")
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("input", "output", "expected"):
+        table.add_column(column, overflow="fold")
+    table.add_column("", justify="center", no_wrap=True)
     for e in ordered:
         table.add_row(e["input"], e["output"], e["expected"], verdict(e["correct"]))
-    return table
+    return titled(title, table)
 
 
 def verdict(correct: bool | None) -> Text:
@@ -157,51 +221,68 @@ def verdict(correct: bool | None) -> Text:
 
 def summary(outcome: Outcome) -> Group:
     evals = outcome.last_eval
-    table = Table(title="Run summary", box=box.SIMPLE_HEAD, title_justify="left", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    table.add_row("run", str(outcome.path))
+    rows = [("run", str(outcome.path))]
     if len(outcome.runs) > 1:
-        table.add_row("seeds", escape(f"{len(outcome.runs)} (figures: median [min-max])"))
-    table.add_row("steps", str(outcome.step))
-    table.add_row("wall time", f"{outcome.elapsed_s:.1f} s")
+        rows.append(("seeds", f"{len(outcome.runs)}; figures are median [min-max] over seeds"))
+    rows += [("steps", str(outcome.step)), ("wall time", f"{outcome.elapsed_s:.1f} s")]
     if evals:
-        table.add_row("held-out token acc", spread([e["token_acc"] for e in evals]))
-        table.add_row("held-out exact match", spread([e["seq_acc"] for e in evals]))
         if len(evals) > 1:
             reached = f"reached by {outcome.reached} of {len(evals)} seeds"
         else:
             reached = "reached" if outcome.reached_target else "not reached"
-        table.add_row("target", f"{percent(outcome.target_seq_acc)} {reached}")
-    parts: list[Any] = [table]
+        rows += [
+            ("held-out token acc", spread([e["token_acc"] for e in evals])),
+            ("held-out exact match", spread([e["seq_acc"] for e in evals])),
+            ("target", f"{percent(outcome.target_seq_acc)} {reached}"),
+        ]
+    parts: list[Any] = [titled("Run summary", facts(rows))]
     if evals:
-        title = "Held-out predictions" + (" (first seed)" if len(evals) > 1 else "")
+        title = "Held-out predictions" + (" of the first seed" if len(evals) > 1 else "")
         parts.append(examples_table(evals[0]["examples"], title=title))
     return Group(*parts)
 
 
+def commands(intro: str, lines: list[str]) -> None:
+    """Commands to type next, each whole on a line of its own (never wrapped inside)."""
+    say(intro)
+    for line in lines:
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+def figure(row: dict[str, Any], name: str) -> str:
+    """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
+    if f"{name}_range" not in row:
+        return percent(row[name])
+    low, high = row[f"{name}_range"]
+    return f"{percent(row[name])} [{percent(low)}-{percent(high)}]"
+
+
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
-    head = Table(
-        title=f"Evaluation of {run_path}",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-        show_header=False,
-    )
-    head.add_column("what", style="bold")
-    head.add_column("value")
-    head.add_row("checkpoint", f"step {result['step']}")
-    head.add_row("samples", str(result["samples"]))
-    head.add_row("token accuracy", percent(result["token_acc"]))
-    head.add_row("exact match", percent(result["seq_acc"]))
-    parts: list[Any] = [head, length_table(result["per_length"], train_range)]
+    rows = [
+        ("run", run_path),
+        ("checkpoint", f"step {result['step']}"),
+        ("samples", str(result["samples"])),
+        ("token accuracy", figure(result, "token_acc")),
+        ("exact match", figure(result, "seq_acc")),
+    ]
+    seeds = result.get("seeds", [])
+    if seeds:
+        rows[1:1] = [("seeds", f"{len(seeds)}; figures are median [min-max] over seeds")]
+        rows += [
+            (f"  {Path(one['run']).name}", f"exact match {percent(one['seq_acc'])}")
+            for one in seeds
+        ]
+    head = facts(rows)
+    parts: list[Any] = [titled("Evaluation", head), length_table(result["per_length"], train_range)]
     if result.get("missing_lengths"):
         missing = ", ".join(map(str, result["missing_lengths"]))
         parts.append(Text(f"No held-out pairs at lengths {missing}.", style="yellow"))
     if len(result["per_length"]) > 1:
-        parts.append(length_chart(result["per_length"], train_range))
+        parts.append(LengthChart(result["per_length"], train_range))
     mistakes = [e for e in result["examples"] if not e["correct"]]
     if mistakes:
-        parts.append(examples_table(mistakes, limit=5, title="Some mistakes"))
+        title = "Some mistakes" + (f" of {Path(seeds[0]['run']).name}" if seeds else "")
+        parts.append(examples_table(mistakes, limit=5, title=title))
     else:
         parts.append(Text("No mistakes.", style="green"))
     return Group(*parts)
@@ -211,93 +292,121 @@ def in_range(length: int, train_range: tuple[int, int]) -> bool:
     return train_range[0] <= length <= train_range[1]
 
 
-def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, int]) -> Table:
-    """Accuracy at each input length, with a bar per row; lengths trained on are marked."""
+@dataclass
+class Bar:
+    """An accuracy as a bar, `BAR_WIDTH` long at 100% or as long as the room its column
+    is given: it shrinks with the terminal rather than being cut."""
+
+    value: float
+    trained: bool
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, min(BAR_WIDTH, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = min(BAR_WIDTH, options.max_width)
+        yield Text(
+            ("█" if self.trained else "▒") * round(width * self.value),
+            style="green" if self.trained else "yellow",
+        )
+
+
+def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, int]) -> Group:
+    """Accuracy at each input length with a bar per row; lengths beyond training have
+    bars of another shade (read without colour too)."""
     low, high = train_range
-    table = Table(
-        title=f"By input length (trained on {low}-{high})",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-    )
-    for column in ("length", "samples", "token acc", "exact match", ""):
-        table.add_column(column, justify="right" if column else "left")
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("length", "samples", "token acc", "exact match"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("")
     for length, row in sorted(per_length.items()):
-        trained = in_range(length, train_range)
-        bar = Text("█" * round(20 * row["seq_acc"]), style="green" if trained else "yellow")
-        bar.append("" if trained else "  beyond training", style="dim")
         table.add_row(
             str(length),
             str(row["samples"]),
-            percent(row["token_acc"]),
-            percent(row["seq_acc"]),
-            bar,
+            figure(row, "token_acc"),
+            figure(row, "seq_acc"),
+            Bar(row["seq_acc"], in_range(length, train_range)),
         )
-    return table
+    parts: list[Any] = [table]
+    if any(not in_range(n, train_range) for n in per_length):
+        key = Text("  ")
+        key.append("█ trained on", style="green")
+        key.append(f" lengths {low}-{high}   ")
+        key.append("▒ beyond training", style="yellow")
+        parts.append(key)
+    return titled(f"By input length (trained on {low}-{high})", Group(*parts))
 
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
+CHART_MARGIN = "     "
 
 
-def length_chart(
-    per_length: dict[int, dict[str, Any]],
-    train_range: tuple[int, int],
-    title: str = "Exact match by input length",
-    height: int = 8,
-    columns: int = 64,
-) -> Group:
+@dataclass
+class LengthChart:
     """A column per length, as tall as its exact match; lengths trained on are green.
 
-    Past `columns` lengths, each column is the mean of a few neighbouring lengths.
+    At most `columns` columns, and no wider than the terminal: past that, each column is
+    the mean of a few neighbouring lengths.
     """
-    lengths = sorted(per_length)
-    per_column = -(-len(lengths) // columns)
-    groups = [lengths[i : i + per_column] for i in range(0, len(lengths), per_column)]
-    width = max(1, min(3, columns // len(groups)))  # characters per column
-    heights = [sum(per_length[n]["seq_acc"] for n in g) / len(g) for g in groups]
-    trained = [in_range(g[0], train_range) for g in groups]
-    margin = "     "
-    rows = []
-    for level in range(height, 0, -1):
-        row = Text("100% " if level == height else margin, style="dim")
-        for value, inside in zip(heights, trained):
-            eighths = round(8 * height * value) - 8 * (level - 1)
-            cell = EIGHTHS[max(0, min(8, eighths))] * width
-            row.append(cell, style="green" if inside else "yellow")
-        rows.append(row)
-    axis = Text("  0% ", style="dim")
-    ticks = [" "] * (width * len(groups))
-    step = 4 if width > 1 else 8
-    for i, (group, inside) in enumerate(zip(groups, trained)):
-        axis.append(("━" if inside else "─") * width, style="green" if inside else "yellow")
-        label, at = str(group[0]), i * width
-        wanted = i in (0, len(groups) - 1) or any(n % step == 0 for n in group)
-        room = ticks[max(0, at - 1) : at + len(label) + 1]
-        if wanted and at + len(label) <= len(ticks) and set(room) == {" "}:
-            ticks[at : at + len(label)] = list(label)
-    low, high = train_range
-    legend = Text(margin)
-    legend.append("━━ trained on", style="green")
-    legend.append(f" lengths {low}-{high}   ")
-    legend.append("── beyond training", style="yellow")
-    if per_column > 1:
-        legend.append(f"   (each column: mean of {per_column} lengths)", style="dim")
-    return Group(
-        Text(title, style="bold"), *rows, axis, Text(margin + "".join(ticks), style="dim"), legend
-    )
+
+    per_length: dict[int, dict[str, Any]]
+    train_range: tuple[int, int]
+    title: str = "Exact match by input length"
+    height: int = 8
+    columns: int = 64
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        per_length, train_range = self.per_length, self.train_range
+        columns = max(1, min(self.columns, options.max_width - len(CHART_MARGIN)))
+        lengths = sorted(per_length)
+        per_column = -(-len(lengths) // columns)
+        groups = [lengths[i : i + per_column] for i in range(0, len(lengths), per_column)]
+        width = max(1, min(3, columns // len(groups)))  # characters per column
+        heights = [sum(per_length[n]["seq_acc"] for n in g) / len(g) for g in groups]
+        trained = [in_range(g[0], train_range) for g in groups]
+        yield Text(self.title, style="bold")
+        for level in range(self.height, 0, -1):
+            row = Text("100% " if level == self.height else CHART_MARGIN, style="dim")
+            for value, inside in zip(heights, trained):
+                eighths = round(8 * self.height * value) - 8 * (level - 1)
+                cell = EIGHTHS[max(0, min(8, eighths))] * width
+                row.append(cell, style="green" if inside else "yellow")
+            yield row
+        axis = Text("  0% ", style="dim")
+        ticks = [" "] * (width * len(groups))
+        step = 4 if width > 1 else 8
+        for i, (group, inside) in enumerate(zip(groups, trained)):
+            axis.append(("━" if inside else "─") * width, style="green" if inside else "yellow")
+            label, at = str(group[0]), i * width
+            wanted = i in (0, len(groups) - 1) or any(n % step == 0 for n in group)
+            room = ticks[max(0, at - 1) : at + len(label) + 1]
+            if wanted and at + len(label) <= len(ticks) and set(room) == {" "}:
+                ticks[at : at + len(label)] = list(label)
+        yield axis
+        yield Text(CHART_MARGIN + "".join(ticks), style="dim")
+        low, high = train_range
+        legend = Text(CHART_MARGIN)
+        legend.append("━━ trained on", style="green")
+        legend.append(f" lengths {low}-{high}   ")
+        legend.append("── beyond training", style="yellow")
+        if per_column > 1:
+            legend.append(f"   (each column: mean of {per_column} lengths)", style="dim")
+        yield legend
 
 
 def comparison(results: list[dict[str, Any]]) -> Group:
     """Several runs' exact match side by side, one row per length, then each run's chart."""
-    table = Table(
-        title="Exact match by input length (* = a length the run trained on)",
-        box=box.SIMPLE_HEAD,
-        title_justify="left",
-    )
-    table.add_column("length", justify="right")
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("length", justify="right", no_wrap=True)
     for r in results:
         low, high = r["train_lengths"]
         name = Path(r["run"]).name
-        table.add_column(f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}", justify="right")
+        seeds = f", {len(r['seeds'])} seeds" if "seeds" in r else ""
+        table.add_column(
+            f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}{seeds}",
+            justify="right",
+            overflow="fold",
+        )
     lengths = sorted({n for r in results for n in r["per_length"]})
     for length in lengths:
         cells = []
@@ -307,19 +416,34 @@ def comparison(results: list[dict[str, Any]]) -> Group:
                 cells.append("-")
                 continue
             mark = "*" if in_range(length, tuple(r["train_lengths"])) else " "
-            cells.append(f"{percent(row['seq_acc'])}{mark}")
+            cells.append(Text(f"{figure(row, 'seq_acc')}{mark}"))
         table.add_row(str(length), *cells)
-    charts = [
-        length_chart(r["per_length"], tuple(r["train_lengths"]), title=Path(r["run"]).name)
+    parts: list[Any] = []
+    tasks = list(dict.fromkeys(r["task"] for r in results))
+    if len(tasks) > 1:
+        parts.append(
+            Text(
+                f"Note: these runs learned different tasks ({', '.join(tasks)}); "
+                "each is measured on its own task's inputs.",
+                style="yellow",
+            )
+        )
+    title = "Exact match by input length (* = a length the run trained on)"
+    if any("seeds" in r for r in results):
+        title += "; a group of seeds: median [min-max], charted by its median"
+    parts.append(titled(title, table))
+    parts += [
+        LengthChart(r["per_length"], tuple(r["train_lengths"]), title=Path(r["run"]).name)
         for r in results
     ]
-    return Group(table, *charts)
+    return Group(*parts)
 
 
 def predictions(rows: list[dict[str, Any]]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("input", "prediction", "reference", ""):
-        table.add_column(column)
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("input", "prediction", "reference"):
+        table.add_column(column, overflow="fold")
+    table.add_column("", no_wrap=True)
     for r in rows:
         table.add_row(r["input"], r["output"], r["expected"] or "-", verdict(r["correct"]))
     return table
@@ -350,7 +474,6 @@ def legend() -> Text:
         low = i / (len(SHADES) - 1)
         text.append_text(shade(low))
         text.append(f" {low:.2f}  ")
-    text.append("  (rows: queries, columns: keys)")
     return text
 
 
@@ -358,7 +481,29 @@ def label(token: str) -> str:
     return {"<pad>": "·", "<bos>": "^", "<eos>": "$"}.get(token, token)
 
 
-def attention_view(picture: AttentionMap, layer: int, head: str | None, run_path: str) -> Group:
+@dataclass
+class AttentionView:
+    """The heatmaps of one layer under a title line, with their legend."""
+
+    title: str
+    panels: list[Panel]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.title, style="bold")
+        yield Columns(self.panels, padding=(0, 1))
+        yield legend()
+        yield Text("rows: queries, columns: keys; ^ = <bos>, $ = <eos>", style="dim")
+
+    def width(self, console: Console) -> int:
+        """The terminal width it needs: the widest heatmap, whole (one squeezed into fewer
+        columns would drop cells)."""
+        unlimited = console.options.update(max_width=1_000_000)
+        return max(Measurement.get(console, unlimited, p).maximum for p in self.panels)
+
+
+def attention_view(
+    picture: AttentionMap, layer: int, head: str | None, run_path: str
+) -> AttentionView:
     """The heatmaps of one layer: every head side by side, one head, or their mean."""
     weights, rows, cols = picture.weights[layer], picture.rows, picture.cols
     if head is None:
@@ -377,20 +522,85 @@ def attention_view(picture: AttentionMap, layer: int, head: str | None, run_path
         f"{picture.kind} attention, layer {layer} of {run_path}: "
         f"input {picture.input} -> output {picture.answer} ({verdict})"
     )
-    return Group(
-        Text(title, style="bold"),
-        Columns(panels, padding=(0, 1)),
-        legend(),
-        Text("^ = <bos>, $ = <eos>", style="dim"),
+    return AttentionView(title, panels)
+
+
+def show_picture(view: AttentionView) -> None:
+    """Print `view` as wide as the terminal, or as wide as its widest heatmap if wider."""
+    width = view.width(console)
+    if width <= console.width:
+        console.print(view)
+        return
+    wide = Console(
+        width=width,
+        color_system=console.color_system,
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
     )
+    wide.print(view)
 
 
-def save_picture(view: Group, columns: int, path: Path) -> None:
-    """Write `view` to an .svg or .html file, `columns` wide at the least."""
-    recorder = Console(record=True, width=max(console.width, columns))
+def save_picture(view: AttentionView, path: Path) -> None:
+    """Write `view` to a self-contained .svg or .html file, laid out as in the terminal."""
+    width = max(console.width, view.width(console))
+    recorder = Console(record=True, file=io.StringIO(), width=width)
     recorder.print(view)
     if path.suffix.lower() == ".svg":
-        picture = recorder.export_svg(title="jab show-attention")
+        picture = recorder.export_svg(title="jab show-attention", code_format=SVG_FORMAT)
     else:
-        picture = recorder.export_html()
+        page = HTML_FORMAT.replace("{title}", html.escape(view.title).translate(BRACES))
+        picture = recorder.export_html(inline_styles=True, code_format=page)
     atomic_write(path, picture.encode())
+
+
+BRACES = str.maketrans({"{": "{{", "}": "}}"})
+
+# Rich's SVG template without its web fonts (fetched from a CDN): the picture names
+# local monospace fonts, so it needs nothing but the file. Rich fills in the fields.
+SVG_FORMAT = """\
+<svg class="rich-terminal" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">
+    <style>
+    .{unique_id}-matrix {{
+        font-family: Menlo, "DejaVu Sans Mono", Consolas, "Liberation Mono", monospace;
+        font-size: {char_height}px;
+        line-height: {line_height}px;
+        font-variant-east-asian: full-width;
+    }}
+    .{unique_id}-title {{
+        font-size: 18px;
+        font-weight: bold;
+        font-family: sans-serif;
+    }}
+    {styles}
+    </style>
+    <defs>
+    <clipPath id="{unique_id}-clip-terminal">
+      <rect x="0" y="0" width="{terminal_width}" height="{terminal_height}" />
+    </clipPath>
+    {lines}
+    </defs>
+    {chrome}
+    <g transform="translate({terminal_x}, {terminal_y})"
+       clip-path="url(#{unique_id}-clip-terminal)">
+    {backgrounds}
+    <g class="{unique_id}-matrix">
+    {matrix}
+    </g>
+    </g>
+</svg>
+"""
+
+# A whole page with inline styles; {title} is filled in first, the rest by Rich.
+HTML_FORMAT = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+</head>
+<body style="color: {foreground}; background-color: {background}">
+<pre style="font-family: Menlo, 'DejaVu Sans Mono', Consolas, 'Liberation Mono', monospace; \
+line-height: 1.2"><code style="font-family: inherit">{code}</code></pre>
+</body>
+</html>
+"""

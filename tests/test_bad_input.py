@@ -43,6 +43,7 @@ CASES = {
     "mistyped option": (["train", "--tsk", "copy"], "--tsk"),
     "unknown command": (["trian"], "trian"),
     "missing run folder": (["eval", "--run", "runs/nothere"], "does not exist"),
+    "a file given as the run": (["eval", "--run", "afile"], "afile is a file, not a run folder"),
     "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
     "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
     "run from an incompatible version": (
@@ -132,6 +133,35 @@ def test_bad_input_gets_one_clear_line_and_exit_code_2(case, workdir):
     assert expected in lines[0]
     assert "Traceback" not in result.stderr + result.stdout
     assert snapshot(workdir / "runs") == before
+
+
+@pytest.mark.parametrize(
+    "typed, meant",
+    [("--tsk", "--task"), ("--seeed", "--seed"), ("--bogus", None), ("--lr", None)],
+)
+def test_a_mistyped_option_is_matched_only_to_a_close_one(typed, meant, tmp_path):
+    result = jab("train", typed, cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "Possible options" not in result.stderr  # Click's guesses: --out for --bogus
+    hint = f"(did you mean '{meant}'?)" if meant else "did you mean"
+    assert (hint in result.stderr) == bool(meant), result.stderr
+
+
+def test_predict_with_nothing_on_stdin_says_so(workdir):
+    result = subprocess.run(
+        [sys.executable, "-m", "jabcli", "predict", "--run", RUN, "-"],
+        cwd=workdir,
+        env=env(),
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr
+        == "jab: error: - reads inputs from stdin, one per line, but there were none\n"
+    )
 
 
 def test_jab_debug_shows_the_traceback(workdir):

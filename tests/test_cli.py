@@ -1,8 +1,17 @@
 """The command line, run as a user runs it: real subprocesses, real training, real files."""
 
+import html
 import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-from jabrun import TINY, jab
+import pytest
+from jabrun import TINY, env, interrupt_after, jab
+
+from jabcli import __version__
 
 
 def test_train_writes_config_metrics_and_a_checkpoint(trained):
@@ -27,10 +36,11 @@ def test_predict_marks_answers_against_the_reference(trained):
     assert "right" in out or "wrong" in out
 
 
-def test_show_attention_draws_a_heatmap_and_saves_svg(trained):
+def test_show_attention_draws_a_heatmap_and_saves_an_svg_that_fetches_nothing(trained):
     out = jab("show-attention", "--input", "0123", "--save", "attn.svg", cwd=trained).stdout
     assert "cross attention" in out and "head 0" in out and "head 3" in out
-    assert (trained / "attn.svg").read_text().startswith("<svg")
+    svg = (trained / "attn.svg").read_text()
+    assert svg.startswith("<svg") and "@font-face" not in svg and "https://" not in svg
     mean = jab(
         "show-attention", "--kind", "encoder", "--head", "mean", "--layer", "0", cwd=trained
     ).stdout
@@ -67,3 +77,152 @@ def test_compare_puts_runs_side_by_side_and_marks_the_training_range(trained):
     assert all(row[1] == row[2] for row in rows[:4])  # the same run, the same draw
     assert rows[0][1].endswith("*") and not rows[3][1].endswith("*")  # trained on 1-5
     assert "copy, sinusoidal, 1-5" in table and "trained on lengths 1-5" in table
+
+
+# What users see when jab writes to a pipe or a file at a given width (COLUMNS), as when
+# they redirect it; nothing a user typed, a model answered or a run is called may be cut.
+
+
+def jab_at(columns: int, *args, cwd: Path, stdin: str = "") -> str:
+    """`jab ...` with COLUMNS=`columns`, its output to a pipe; its stdout."""
+    result = subprocess.run(
+        [sys.executable, "-m", "jabcli", *map(str, args)],
+        cwd=cwd,
+        env={**env(), "COLUMNS": str(columns)},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def copy_of_tiny(trained: Path, cwd: Path, name: str) -> str:
+    shutil.copytree(trained / "runs" / "tiny", cwd / "runs" / name)
+    return f"runs/{name}"
+
+
+def column(table: str, header: str, after: str) -> str:
+    """The text of the column headed `header` (up to the one headed `after`), its folded
+    pieces joined."""
+    lines = table.splitlines()
+    top = next(i for i, line in enumerate(lines) if header in line.split() and after in line)
+    start, end = lines[top].index(header), lines[top].index(after)
+    return "".join(line[start:end].strip() for line in lines[top + 2 :])
+
+
+LONG_INPUT = "0123" * 8
+
+
+@pytest.fixture(scope="module")
+def predicted(trained):
+    """Inputs read from stdin and a long one, answered at 60 columns."""
+    return jab_at(
+        60, "predict", "-", LONG_INPUT, "--run", "runs/tiny", cwd=trained, stdin="0123\n\n3 2 1\n"
+    )
+
+
+def test_predict_reads_inputs_from_stdin_one_per_line(predicted):
+    assert column(predicted, "input", "prediction").startswith("0123321")
+    assert predicted.count("right") + predicted.count("wrong") == 3  # the blank line is skipped
+
+
+def test_a_long_input_folds_onto_the_next_line_instead_of_being_cut(predicted):
+    assert "…" not in predicted
+    assert column(predicted, "input", "prediction").endswith(LONG_INPUT)
+
+
+@pytest.fixture(scope="module")
+def early_stop(trained, tmp_path_factory):
+    """A copy of the tiny run resumed towards step 1000 at 60 columns: it reaches its
+    target at step 400 and stops there."""
+    cwd = tmp_path_factory.mktemp("early")
+    run = copy_of_tiny(trained, cwd, "a-long-run-folder-name-to-wrap-at-sixty")
+    return run, jab_at(60, "resume", run, "--steps", "1000", cwd=cwd)
+
+
+def test_next_steps_are_whole_commands_on_lines_of_their_own(early_stop):
+    run, out = early_stop
+    lines = [line.strip() for line in out.splitlines()]
+    assert f"jab eval --run {run}" in lines
+    assert f"jab show-attention --run {run}" in lines
+
+
+def test_the_training_view_at_60_columns_cuts_nothing(early_stop):
+    assert "…" not in early_stop[1]
+
+
+def test_the_live_view_heads_its_training_and_held_out_columns_on_one_line(early_stop):
+    assert any(
+        line.split() == ["training", "batch", "held-out"] for line in early_stop[1].splitlines()
+    )
+
+
+def test_an_early_stop_says_target_reached_instead_of_an_eta(early_stop):
+    bar = next(line for line in early_stop[1].splitlines() if "/1000" in line)
+    assert "400/1000" in bar and "target reached" in bar and "ETA" not in bar
+
+
+@pytest.fixture(scope="module")
+def missed_target(tmp_path_factory):
+    """A reverse run of 50 steps, held-out evaluated on 1 sample: it misses its target."""
+    cwd = tmp_path_factory.mktemp("missed")
+    args = [*TINY, "--task", "reverse", "--steps", "50", "--set", "train.eval_samples=1"]
+    return cwd, jab_at(60, "train", *args, "--out", "runs/short", cwd=cwd)
+
+
+def test_a_run_that_misses_its_target_suggests_resuming_with_more_steps(missed_target):
+    assert "jab resume runs/short --steps 100" in [
+        line.strip() for line in missed_target[1].splitlines()
+    ]
+
+
+def test_one_held_out_sample_is_one_sample(missed_target):
+    out = " ".join(missed_target[1].split())
+    assert "(1 sample)" in out and "(1 samples)" not in out
+
+
+def test_compare_says_when_runs_learned_different_tasks(trained, missed_target):
+    short = missed_target[0] / "runs" / "short"
+    out = jab("compare", "runs/tiny", short, "--lengths", "3-4", "--samples", "5", cwd=trained)
+    assert "different tasks (copy, reverse)" in " ".join(out.stdout.split())
+
+
+def test_an_interrupted_run_says_so_on_a_line_of_its_own(tmp_path):
+    # Steps as in the resumed run above (one compilation); evaluated only at the end.
+    args = [*TINY, "--steps", "1000", "--set", "train.eval_every=100000", "--out", "run"]
+    code, out, _ = interrupt_after(["train", *args], tmp_path, Path("run"), 1)
+    assert code == 130
+    assert any(line.startswith("Interrupted at step ") for line in out.splitlines()), out
+
+
+def test_eval_at_60_columns_names_the_run_whole_and_shrinks_its_bars(trained, tmp_path):
+    run = copy_of_tiny(trained, tmp_path, "evaluated-with-a-longer-name")
+    out = jab_at(60, "eval", "--run", run, "--lengths", "1-8", "--samples", "20", cwd=tmp_path)
+    assert "…" not in out
+    assert any(run in line for line in out.splitlines())
+    assert max(map(len, out.splitlines())) <= 60
+
+
+def test_a_saved_html_is_a_whole_page_as_wide_as_the_terminal(trained):
+    args = ["show-attention", "--run", "runs/tiny", "--input", "0123", "--save", "whole.html"]
+    jab_at(60, *args, cwd=trained)
+    page = (trained / "whole.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<title>cross attention" in page
+    assert "class=" not in page  # inline styles: it reads the same copied anywhere
+    code = html.unescape(re.sub(r"<[^>]+>", "", page.split("<code")[1].split(">", 1)[1]))
+    assert "head 3" in code and max(map(len, code.splitlines())) <= 60
+
+
+@pytest.mark.parametrize(
+    "command", ["", "tasks", "train", "resume", "eval", "compare", "predict", "show-attention"]
+)
+def test_help_answers_to_h_and_names_values_plainly(command, tmp_path):
+    out = jab(*command.split(), "-h", cwd=tmp_path).stdout
+    assert f"Usage: jab {command}".strip() in out
+    assert not re.search(r"<(bool|path|str|int|list)|\{", out), out
+
+
+def test_version(tmp_path):
+    assert jab("--version", cwd=tmp_path).stdout == f"jab {__version__}\n"
