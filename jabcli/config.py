@@ -151,7 +151,11 @@ def set_key(
     expected = type(getattr(target, key))
     if expected is str and raw is not None:
         value = raw  # --set task.alphabet=0123 means the text 0123, not YAML's octal 83
-    setattr(target, key, coerce(dotted, value, expected))
+    value = coerce(dotted, value, expected)
+    if isinstance(value, float) and not math.isfinite(value):
+        typed = raw if raw is not None else value
+        raise JabError(f"{dotted} must be a finite number, got {typed!r}")
+    setattr(target, key, value)
 
 
 def coerce(dotted: str, value: Any, expected: type) -> Any:

@@ -159,7 +159,7 @@ def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
 def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
     """(input, output) pairs, with a one-line error naming the first bad line."""
     if path.suffix.lower() not in (".tsv", ".jsonl"):
-        raise JabError(f"data file {path.name!r} must end in .tsv or .jsonl")
+        raise JabError(f"data file {str(path)!r} must end in .tsv or .jsonl")
     try:
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError:
@@ -175,7 +175,7 @@ def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
         numbered = numbered[1:]  # the columns' names, not a pair
     pairs: dict[str, str] = {}
     for number, line in numbered:
-        where = f"{path.name} line {number}"
+        where = f"{path} line {number}"
         source, target = parse_line(line, path.suffix.lower(), where)
         source, target = clean(source), clean(target)
         if not source or not target:

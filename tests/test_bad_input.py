@@ -97,6 +97,11 @@ CONFIG_CASES = {
     ),
     "missing data file": ("file:nothere.tsv", [], "does not exist"),
     "data file with a bad line": ("file:bad.tsv", [], "bad.tsv line 2"),
+    "a number too big for a float, named as typed": (
+        "copy",
+        ["train.learning_rate=1e309"],
+        "train.learning_rate must be a finite number, got '1e309'",
+    ),
     "too many positions": ("copy", ["model.max_positions=100000"], "at most 4096"),
 }
 

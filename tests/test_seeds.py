@@ -73,6 +73,26 @@ def test_a_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_
         assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+def test_eval_of_a_group_reports_the_median_and_every_seed(group):
+    result = json.loads(jab("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout)
+    seeds = [one["seq_acc"] for one in result["seeds"]]
+    assert [Path(one["run"]).name for one in result["seeds"]] == ["seed-0", "seed-1", "seed-2"]
+    assert result["seq_acc"] == float(np.median(seeds))
+    assert result["seq_acc_range"] == [min(seeds), max(seeds)]
+    assert set(result["per_length"]) == {str(n) for n in range(1, 6)}
+    one = json.loads(
+        jab("eval", "--run", "g/seed-1", "--samples", "100", "--json", cwd=group).stdout
+    )
+    assert one["seq_acc"] == seeds[1] and "seeds" not in one
+    shown = jab("eval", "--run", "g", "--samples", "100", cwd=group).stdout
+    assert "median [min-max] over seeds" in shown and "seed-2" in shown
+
+
+def test_compare_puts_a_group_beside_a_run_with_its_spread(group):
+    shown = jab("compare", "g", "g/seed-0", "--lengths", "1-6", "--samples", "20", cwd=group).stdout
+    assert "3 seeds" in shown and "median [min-max]" in shown
+
+
 def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
     result = jab("predict", "0123", "--run", "g", cwd=group, check=False)
     assert result.returncode == 2
