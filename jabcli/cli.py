@@ -189,6 +189,31 @@ def tasks_command(
     )
 
 
+@command("runs")
+def runs_command(
+    root: Annotated[
+        Path,
+        typer.Argument(metavar="DIR", help="Folder holding runs (default: runs/)."),
+    ] = Path("runs"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+) -> None:
+    """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
+    from jabcli.display import console, runs_table
+    from jabcli.runs import listing
+
+    if root.exists() and not root.is_dir():
+        raise JabError(f"{root} is a file, not a folder of runs")
+    rows = listing(root)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    if not rows:
+        raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
+    console.print(runs_table(rows))
+
+
 @command()
 def train(
     task: Annotated[
@@ -280,7 +305,7 @@ def resume_command(
         typer.Argument(
             metavar="RUN",
             callback=run_folders,
-            help="Run folder (default: the newest under runs/).",
+            help="Run folder or group of seeds (default: the newest under runs/).",
         ),
     ] = None,
     steps: Annotated[

@@ -73,6 +73,31 @@ def task_table(rows: list[dict[str, Any]]) -> Group:
     return titled("Built-in tasks", table)
 
 
+def runs_table(rows: list[dict[str, Any]]) -> Group:
+    """`jab runs`: one row per run or group of seeds, two lines each so that it fits."""
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("run, created", "task, model", "steps, seeds", "best held-out", "state"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        best = r["best_eval_seq_acc"]
+        if isinstance(best, list):  # a group: each seed's best
+            known = [b for b in best if b is not None]
+            best = spread(known) if known else None
+        elif best is not None:
+            best = percent(best)
+        params = f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
+        seeds = plural(r["seeds"], "seed")
+        table.add_row(
+            Text(f"{r['run']}\n{(r['created'] or '-').replace('T', ' ')}"),
+            Text(f"{r['task']}\n{r['pos_encoding']}{params}"),
+            Text(f"{r['step']}/{r['steps']}\n{seeds}"),
+            Text(best or "-"),
+            Text(f"{r['state']}\n{r['train_s']:.0f} s training"),
+        )
+        table.add_section()
+    return titled("Runs, newest first", table)
+
+
 class Ending(TimeRemainingColumn):
     """'ETA 0:01:15' while training runs; how it ended, once it has."""
 
@@ -104,7 +129,7 @@ class TrainView(Observer):
     def note(self, message: str) -> None:
         say(message)
 
-    def begin(self, path, experiment, start_step: int) -> None:
+    def begin(self, path, experiment, start_step: int, parameters: int) -> None:
         cfg = experiment.config
         self.target = cfg.train.target_seq_acc
         seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
@@ -112,7 +137,8 @@ class TrainView(Observer):
             Text.assemble(
                 f"Training {seeds}",
                 (cfg.task.name, "bold"),
-                f" (lengths {cfg.task.min_len}-{cfg.task.max_len}) into {path} on {jax_devices()}",
+                f" (lengths {cfg.task.min_len}-{cfg.task.max_len}) into {path} on {jax_devices()}"
+                f"; {parameters:,} parameters" + (" each" if cfg.train.seeds > 1 else ""),
             )
         )
         self.bar = self.progress.add_task(

@@ -197,7 +197,8 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:
             saved["task"]["name"] = FILE_PREFIX + data_copy(source)
-        data = {"format": FORMAT, **saved, "vocab": tokenizer.tokens}
+        created = self.created() or time.strftime("%Y-%m-%dT%H:%M:%S")
+        data = {"format": FORMAT, "created": created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         self.fingerprint = fingerprint(saved, tokenizer)
 
@@ -231,6 +232,7 @@ class Run:
                 f"{self.path} was written by an incompatible version of jab "
                 f"(format {FORMAT} expected)"
             )
+        data.pop("created", None)
         vocab = data.pop("vocab", None)
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
@@ -244,6 +246,74 @@ class Run:
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
         return cfg, tokenizer
+
+    def created(self) -> str | None:
+        """When the run was created (local time, ISO 8601), as its config.yaml says."""
+        try:
+            data = yaml.safe_load((self.path / "config.yaml").read_text())
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            return None
+        created = data.get("created") if isinstance(data, dict) else None
+        return str(created) if created is not None else None
+
+    def summary(self) -> dict[str, Any]:
+        """What `jab runs` shows of this run, read from its files alone (no JAX)."""
+        cfg, _ = self.load_config()
+        records = self.read_metrics()
+        entries = self.manifest()["checkpoints"]
+        scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
+        step = entries[-1]["step"] if entries else 0
+        reached = bool(scores) and scores[-1] >= cfg.train.target_seq_acc
+        if self.is_running():
+            state = "running"
+        elif not entries:
+            state = "no checkpoint"
+        elif reached:
+            state = "target reached"
+        elif step >= cfg.train.steps:
+            state = "finished"
+        else:
+            state = "interrupted"
+        return {
+            "run": str(self.path),
+            "task": cfg.task.name,
+            "pos_encoding": cfg.model.pos_encoding,
+            "parameters": self.parameters(entries[-1]) if entries else None,
+            "seeds": 1,
+            "step": step,
+            "steps": cfg.train.steps,
+            "best_eval_seq_acc": max(scores) if scores else None,
+            "train_s": training_seconds(records),
+            "state": state,
+            "created": self.created(),
+        }
+
+    def parameters(self, entry: dict[str, Any]) -> int | None:
+        """The model's parameter count, from the headers of a checkpoint's arrays."""
+        try:
+            with np.load(self.checkpoints / entry["file"], allow_pickle=False) as npz:
+                return sum(
+                    int(np.prod(shape))
+                    for name in npz.files
+                    if name.startswith("params")
+                    for shape in [npy_shape(npz.zip.open(name + ".npy"))]
+                )
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def is_running(self) -> bool:
+        """Whether a process holds the run's lock (is training into it) right now."""
+        try:
+            fd = os.open(self.path / ".lock", os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
 
     # metrics
 
@@ -419,6 +489,63 @@ class Run:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
+
+
+def npy_shape(file) -> tuple[int, ...]:
+    """The shape in a .npy file's header, without reading its data."""
+    major, _ = np.lib.format.read_magic(file)
+    read = (
+        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    )
+    return read(file)[0]
+
+
+def training_seconds(records: list[dict[str, Any]]) -> float:
+    """Time spent training, over every session of a run: `elapsed_s` counts from the start
+    of its session, so each session adds its last value."""
+    total, last = 0.0, 0.0
+    for record in records:
+        elapsed = float(record.get("elapsed_s", 0.0))
+        if elapsed < last:  # a new session (a resume) began
+            total += last
+        last = elapsed
+    return total + last
+
+
+def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
+    """One summary per run, and per group of seeds (its seeds folded into one row, see
+    `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
+    whose files cannot be read."""
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        path = root / path.name  # as the user typed the root
+        seeds = seed_runs(path) if path.is_dir() else None
+        found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
+        try:
+            summaries = [run.summary() for run in found]
+        except JabError:
+            continue
+        if summaries:
+            rows.append(fold(str(path), summaries) if seeds else summaries[0])
+    return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
+
+
+STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
+
+
+def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's row: the fewest steps any seed has done, each seed's best held-out exact
+    match as a list, and the state of the seed furthest from done."""
+    best = [s["best_eval_seq_acc"] for s in seeds]
+    return {
+        **seeds[0],
+        "run": path,
+        "seeds": len(seeds),
+        "step": min(s["step"] for s in seeds),
+        "best_eval_seq_acc": best,
+        "train_s": max(s["train_s"] for s in seeds),
+        "state": min((s["state"] for s in seeds), key=STATES.index),
+    }
 
 
 def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:

@@ -39,8 +39,9 @@ class Observer:
     """What a training session reports, as it happens; every method may be left out.
     Records and results come as lists with one entry per seed (one for a plain run)."""
 
-    def begin(self, path: Path, experiment: Experiment, start_step: int) -> None:
-        """Training into `path` (a run, or a group of seeds) starts or resumes."""
+    def begin(self, path: Path, experiment: Experiment, start_step: int, parameters: int) -> None:
+        """Training into `path` (a run, or a group of seeds) starts or resumes, with a
+        model of `parameters` parameters (each seed's)."""
 
     def note(self, message: str) -> None:
         """Something worth telling: resuming, a broken checkpoint skipped."""
@@ -272,7 +273,7 @@ def _loop(
             run.append_metrics(record)
         observer.log(records)
 
-    observer.begin(path, experiment, trainer.step)
+    observer.begin(path, experiment, trainer.step, trainer.parameters)
     try:
         outcome = trainer.run(on_log=on_log, on_eval=on_eval, should_stop=stop)
     except FloatingPointError as err:

@@ -227,6 +227,7 @@ class Trainer:
         shapes = jax.tree_util.tree_map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=state_sharding), shapes
         )
+        self.parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
         self.chunk = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
         memory.check(
             memory.program_bytes(self.chunk) + state_bytes,

@@ -1,5 +1,6 @@
 """The command line, run as a user runs it: real subprocesses, real training, real files."""
 
+import fcntl
 import html
 import json
 import re
@@ -226,3 +227,23 @@ def test_help_answers_to_h_and_names_values_plainly(command, tmp_path):
 
 def test_version(tmp_path):
     assert jab("--version", cwd=tmp_path).stdout == f"jab {__version__}\n"
+
+
+def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, tmp_path):
+    shutil.copytree(trained / "runs/tiny", tmp_path / "runs/tiny")
+    shutil.copytree(trained / "runs/tiny", tmp_path / "runs/busy")
+    (tmp_path / "runs/notes").mkdir()
+    (tmp_path / "runs/notes/todo.txt").write_text("not a run")
+    with open(tmp_path / "runs/busy/.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a training process holds it
+        rows = json.loads(jab("runs", "--json", cwd=tmp_path).stdout)
+        shown = jab("runs", cwd=tmp_path).stdout
+    by_name = {row["run"]: row for row in rows}
+    assert set(by_name) == {"runs/tiny", "runs/busy"}
+    assert by_name["runs/busy"]["state"] == "running"
+    tiny = by_name["runs/tiny"]
+    assert (tiny["task"], tiny["step"], tiny["steps"], tiny["seeds"]) == ("copy", 300, 300, 1)
+    assert tiny["state"] in ("finished", "target reached")
+    assert tiny["parameters"] > 1000 and tiny["created"] and tiny["train_s"] > 0
+    assert 0.0 < tiny["best_eval_seq_acc"] <= 1.0
+    assert "runs/tiny" in shown and "running" in shown

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jabrun import TINY, interrupt_after, jab
 
-GROUP = [*TINY, "--seeds", "3", "--steps", "200", "--set", "train.log_every=25"]
+GROUP = [*TINY, "--seeds", "3", "--steps", "150", "--set", "train.log_every=25"]
 
 
 def records(run: Path) -> list[dict]:
@@ -39,7 +39,7 @@ def test_a_group_holds_one_complete_run_per_seed_each_trained_differently(group)
     seeds = [group / "g" / f"seed-{n}" for n in range(3)]
     assert sorted(p.name for p in (group / "g").iterdir()) == ["seed-0", "seed-1", "seed-2"]
     losses = [[r["loss"] for r in records(run)] for run in seeds]
-    assert all(len(one) == 8 for one in losses)  # 200 steps, a record every 25
+    assert all(len(one) == 6 for one in losses)  # 150 steps, a record every 25
     assert losses[0] != losses[1] != losses[2] != losses[0]
     first = [arrays(run) for run in seeds]
     name = next(k for k in first[0] if k.startswith("params"))
@@ -91,6 +91,12 @@ def test_eval_of_a_group_reports_the_median_and_every_seed(group):
 def test_compare_puts_a_group_beside_a_run_with_its_spread(group):
     shown = jab("compare", "g", "g/seed-0", "--lengths", "1-6", "--samples", "20", cwd=group).stdout
     assert "3 seeds" in shown and "median [min-max]" in shown
+
+
+def test_runs_lists_a_group_as_one_row_with_each_seeds_best(group):
+    (row,) = json.loads(jab("runs", ".", "--json", cwd=group).stdout)
+    assert (row["run"], row["seeds"], row["step"], row["steps"]) == ("g", 3, 150, 150)
+    assert len(row["best_eval_seq_acc"]) == 3
 
 
 def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
