@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import importlib.util
 import json
 import os
 import shlex
@@ -546,6 +547,55 @@ def show_attention(
     show_picture(view)
     if save is not None:
         save_picture(view, save)
+        say(f"Saved {save}")
+
+
+@command()
+def curves(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN...",
+            callback=run_folders,
+            help="Runs or groups of seeds to draw, overlaid.",
+        ),
+    ],
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            metavar="NAME",
+            help="loss, token_acc, seq_acc (training batch), eval_token_acc, eval_seq_acc "
+            "(held-out), lr or grad_norm.",
+        ),
+    ] = "loss",
+    save: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.html|FILE.png",
+            help="Also write the picture to a file (.png needs pip install 'jab[plots]').",
+        ),
+    ] = None,
+) -> None:
+    """Draw how a metric moved during training, for one or several runs."""
+    from jabcli import inspection
+    from jabcli.display import CurvesView, save_curves_png, save_picture, say, show_picture
+
+    suffix = save.suffix.lower() if save is not None else None
+    if suffix not in (None, ".svg", ".html", ".png"):
+        raise JabError(f"--save writes .svg, .html or .png files, got {str(save)!r}")
+    if save is not None and not save.parent.is_dir():
+        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
+    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
+        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
+    view = CurvesView([inspection.curve(run, metric) for run in runs])
+    show_picture(view)
+    if suffix == ".png":
+        save_curves_png(view, save)
+    elif save is not None:
+        save_picture(view, save)
+    if save is not None:
         say(f"Saved {save}")
 
 

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from jabcli.errors import JabError
 from jabcli.inspection import AttentionMap
 from jabcli.runs import atomic_write
 from jabcli.session import Observer, Outcome
@@ -513,6 +514,7 @@ class AttentionView:
 
     title: str
     panels: list[Panel]
+    command = "show-attention"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
@@ -551,7 +553,7 @@ def attention_view(
     return AttentionView(title, panels)
 
 
-def show_picture(view: AttentionView) -> None:
+def show_picture(view: AttentionView | CurvesView) -> None:
     """Print `view` as wide as the terminal, or as wide as its widest heatmap if wider."""
     width = view.width(console)
     if width <= console.width:
@@ -566,13 +568,92 @@ def show_picture(view: AttentionView) -> None:
     wide.print(view)
 
 
-def save_picture(view: AttentionView, path: Path) -> None:
+CURVE_COLORS = ("blue", "red", "green", "magenta", "cyan", "orange")
+CURVE_NAMES = {
+    "loss": "training loss",
+    "token_acc": "training token accuracy",
+    "seq_acc": "training exact match",
+    "eval_token_acc": "held-out token accuracy",
+    "eval_seq_acc": "held-out exact match",
+    "lr": "learning rate",
+    "grad_norm": "gradient norm",
+}
+
+
+@dataclass
+class CurvesView:
+    """Curves of one metric over training steps, one per run, drawn with plotext; a
+    group of seeds as its median, with its min and max dotted in the same colour."""
+
+    curves: list[Any]  # inspection.Curve
+    height: int = 16
+    command = "curves"
+
+    @property
+    def title(self) -> str:
+        return CURVE_NAMES[self.curves[0].metric] + " by step"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.title, style="bold")
+        yield Text.from_ansi(self.draw(options.max_width))
+
+    def width(self, console: Console) -> int:
+        return console.width
+
+    def draw(self, width: int) -> str:
+        import plotext as plt
+
+        plt.clear_figure()
+        plt.plotsize(max(30, width), self.height)
+        plt.theme("clear")
+        percent = self.curves[0].metric.endswith("acc")
+        scale = 100.0 if percent else 1.0
+        for curve, color in zip(self.curves, CURVE_COLORS * len(self.curves)):
+            plt.plot(curve.steps, [scale * v for v in curve.values], label=curve.name, color=color)
+            for band in (curve.low, curve.high):
+                if band is not None:
+                    plt.plot(curve.steps, [scale * v for v in band], color=color, marker="dot")
+        if self.curves[0].metric in ("loss", "grad_norm", "lr") and all(
+            v > 0 for c in self.curves for v in c.values
+        ):
+            plt.yscale("log")
+        plt.xlabel("step" + ("   (y: %)" if percent else ""))
+        return plt.build()
+
+
+def save_curves_png(view: CurvesView, path: Path) -> None:
+    """Write `view` as a PNG drawn by matplotlib (the optional extra jab[plots])."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise JabError(f"--save {path} needs matplotlib: pip install 'jab[plots]'") from None
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
+    for curve in view.curves:
+        (line,) = axes.plot(curve.steps, curve.values, label=curve.name)
+        if curve.low is not None:
+            axes.fill_between(curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color())
+    axes.set_xlabel("step")
+    axes.set_ylabel(CURVE_NAMES[view.curves[0].metric])
+    if view.curves[0].metric in ("loss", "grad_norm"):
+        axes.set_yscale("log")
+    axes.legend()
+    axes.grid(alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    plt.close(figure)
+    atomic_write(path, buffer.getvalue())
+
+
+def save_picture(view: AttentionView | CurvesView, path: Path) -> None:
     """Write `view` to a self-contained .svg or .html file, laid out as in the terminal."""
     width = max(console.width, view.width(console))
     recorder = Console(record=True, file=io.StringIO(), width=width)
     recorder.print(view)
     if path.suffix.lower() == ".svg":
-        picture = recorder.export_svg(title="jab show-attention", code_format=SVG_FORMAT)
+        picture = recorder.export_svg(title=f"jab {view.command}", code_format=SVG_FORMAT)
     else:
         page = HTML_FORMAT.replace("{title}", html.escape(view.title).translate(BRACES))
         picture = recorder.export_html(inline_styles=True, code_format=page)

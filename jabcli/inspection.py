@@ -299,3 +299,47 @@ def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
         rows=rows,
         cols=cols,
     )
+
+
+METRICS = ("loss", "token_acc", "seq_acc", "eval_token_acc", "eval_seq_acc", "lr", "grad_norm")
+
+
+@dataclass
+class Curve:
+    """One metric of a run over its steps; of a group of seeds, the median at each step
+    with the min and max as a band (`low`, `high`; None for one run)."""
+
+    name: str
+    metric: str
+    steps: list[int]
+    values: list[float]
+    low: list[float] | None = None
+    high: list[float] | None = None
+
+
+def curve(path: Path | None, metric: str) -> Curve:
+    """`metric` as recorded in metrics.jsonl by a run, or by every seed of a group (at the
+    steps every seed has)."""
+    if metric not in METRICS:
+        raise JabError(f"unknown metric {metric!r}; one of: {', '.join(METRICS)}")
+    path, seeds = runs.open_runs(path)
+    series = [
+        {r["step"]: r[metric] for r in run.read_metrics() if r.get(metric) is not None}
+        for run in seeds
+    ]
+    steps = sorted(set.intersection(*(set(one) for one in series)))
+    if not steps:
+        kind = "no held-out evaluation" if metric.startswith("eval") else "no metrics"
+        raise JabError(f"{path} has {kind} yet (nothing to draw for {metric})")
+    values = np.array([[one[step] for step in steps] for one in series])
+    name = str(path)
+    if len(seeds) == 1:
+        return Curve(name, metric, steps, values[0].tolist())
+    return Curve(
+        f"{name} (median of {len(seeds)} seeds)",
+        metric,
+        steps,
+        np.median(values, axis=0).tolist(),
+        values.min(axis=0).tolist(),
+        values.max(axis=0).tolist(),
+    )

@@ -247,3 +247,26 @@ def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, 
     assert tiny["parameters"] > 1000 and tiny["created"] and tiny["train_s"] > 0
     assert 0.0 < tiny["best_eval_seq_acc"] <= 1.0
     assert "runs/tiny" in shown and "running" in shown
+
+
+def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
+    shown = jab(
+        "curves", "runs/tiny", "--metric", "eval_seq_acc", "--save", tmp_path / "c.svg",
+        cwd=trained,
+    ).stdout  # fmt: skip
+    assert "held-out exact match by step" in shown and "runs/tiny" in shown
+    assert "step" in shown and f"Saved {tmp_path / 'c.svg'}" in shown
+    assert (tmp_path / "c.svg").read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--metric", "accuracy"], "unknown metric 'accuracy'; one of: loss"),
+        (["--save", "c.pdf"], "--save writes .svg, .html or .png files"),
+    ],
+)
+def test_curves_with_a_bad_metric_or_file_type_is_one_line(trained, args, message):
+    result = jab("curves", "runs/tiny", *args, cwd=trained, check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert message in result.stderr and not (trained / "c.pdf").exists()
