@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -332,9 +331,10 @@ def finish(training) -> None:
 
     try:
         outcome = training()
-    except Interrupted as err:  # before Typer turns it into a silent exit
-        interrupted(err.message)
+    except KeyboardInterrupt as err:  # before Typer turns it into a silent exit
+        interrupted(err.message if isinstance(err, Interrupted) else "")
     path = shlex.quote(str(outcome.path))  # commands to paste, whatever the folder name
+    one = shlex.quote(str(outcome.runs[0].path))  # show-attention takes one seed
     if outcome.interrupted_by is not None:
         say(f"Interrupted at step {outcome.step}; checkpoint saved in {outcome.path}")
         commands("Resume with:", [f"jab train --resume {path}"])
@@ -346,7 +346,7 @@ def finish(training) -> None:
             "Target not reached; to train longer:",
             [f"jab resume {path} --steps {2 * outcome.step}"],
         )
-    commands("Next:", [f"jab eval --run {path}", f"jab show-attention --run {path}"])
+    commands("Next:", [f"jab eval --run {path}", f"jab show-attention --run {one}"])
 
 
 @command("eval")
@@ -400,9 +400,10 @@ def with_mistakes(result: dict) -> dict:
     """A result for --json: its first 20 mistakes rather than every example; each seed's
     result of a group likewise."""
     out = {k: v for k, v in result.items() if k not in ("examples", "seeds")}
-    out["mistakes"] = [e for e in result["examples"] if not e["correct"]][:20]
-    if "seeds" in result:
+    if "seeds" in result:  # each seed's mistakes are its own
         out["seeds"] = [with_mistakes(one) for one in result["seeds"]]
+    else:
+        out["mistakes"] = [e for e in result["examples"] if not e["correct"]][:20]
     return out
 
 
@@ -644,12 +645,10 @@ def close_option(name: str, ctx) -> str:
 
 
 def interrupted(said: str = "") -> None:
-    """Exit 130 at once, saying what became of the run: not through sys.exit, whose exit
-    handlers would wait for (or crash on) a computation still running."""
-    sys.stdout.flush()
-    print(f"jab: error: {'interrupted; ' + said if said else 'interrupted'}", file=sys.stderr)
-    sys.stderr.flush()
-    os._exit(128 + signal.SIGINT)
+    """Exit 130 at once, saying what became of the run (see jabcli/__main__.py)."""
+    from jabcli.__main__ import interrupted as exit_interrupted
+
+    exit_interrupted(said)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -296,9 +296,14 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
     if seeds:
         rows[1:1] = [("seeds", f"{len(seeds)}; figures are median [min-max] over seeds")]
         rows += [
-            (f"  {Path(one['run']).name}", f"exact match {percent(one['seq_acc'])}")
+            (
+                f"  {Path(one['run']).name}",
+                f"exact match {percent(one['seq_acc'])} (step {one['step']})",
+            )
             for one in seeds
         ]
+        if len({one["step"] for one in seeds}) > 1:
+            rows[2] = ("checkpoint", f"steps differ by seed (earliest {result['step']})")
     head = facts(rows)
     parts: list[Any] = [titled("Evaluation", head), length_table(result["per_length"], train_range)]
     if result.get("missing_lengths"):

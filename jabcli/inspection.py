@@ -39,13 +39,25 @@ def load(path: Path | None, checkpoint: str = "latest") -> Loaded:
 def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list[Loaded]]:
     """A run, or every seed of a group, with the checkpoint `checkpoint` of each."""
     path, seeds = runs.open_runs(path)
-    return path, [load_run(run, checkpoint) for run in seeds]
+    first = load_run(seeds[0], checkpoint)
+    loaded = [first]
+    for run in seeds[1:]:
+        run.load_config()
+        if run.shared != seeds[0].shared:
+            raise JabError(
+                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml in more "
+                "than train.seed and train.steps; evaluate each seed on its own"
+            )
+        # One experiment for every seed: decoding is traced and compiled once.
+        loaded.append(load_run(run, checkpoint, first.experiment))
+    return path, loaded
 
 
-def load_run(run: Run, checkpoint: str) -> Loaded:
+def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) -> Loaded:
+    """The checkpoint `checkpoint` of `run`, with its own experiment or the given one."""
     from jabcli.train import state_from_arrays
 
-    experiment = Experiment.create(*run.load_config())
+    experiment = experiment or Experiment.create(*run.load_config())
     entry = run.checkpoint_entry(checkpoint)
     arrays = run.load_checkpoint(entry)
     state = state_from_arrays(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")

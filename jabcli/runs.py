@@ -12,7 +12,8 @@
 
 A group of seeds (`jab train --seeds N`) is a folder of complete runs, one per seed:
 `runs/<task>-<timestamp>/seed-0/`, `seed-1/`, ... each laid out as above, each with
-train.seed its own and train.seeds 1, so that every command takes a seed on its own.
+train.seed its own and train.seeds 1, so that every command takes a seed on its own,
+and a group.json listing the seeds, written once every seed's folder is complete.
 
 Every file is written to a temporary name and renamed into place, and a checkpoint
 is listed in the manifest only once it is complete, so a kill at any moment leaves
@@ -24,6 +25,7 @@ vocabulary; only train.steps may change) or manifest step is refused.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import fcntl
 import hashlib
@@ -32,7 +34,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import yaml
@@ -46,6 +48,7 @@ RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
+GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete group has it
 
 
 def data_copy(source: str) -> str:
@@ -82,11 +85,19 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(config: dict[str, Any], tokenizer: Tokenizer) -> str:
-    """What a checkpoint must be loaded with: the config as saved, but for train.steps
-    (which `jab resume --steps` extends), and the vocabulary in its order."""
-    fixed = {**config, "train": {k: v for k, v in config["train"].items() if k != "steps"}}
-    return sha256(json.dumps([fixed, tokenizer.tokens], sort_keys=True).encode())
+def fingerprint(config: dict[str, Any], tokenizer: Tokenizer, leave_out=("steps",)) -> str:
+    """What a checkpoint must be loaded with: the config as stored in config.yaml, but for
+    the train keys in `leave_out` (train.steps, which `jab resume --steps` extends), and the
+    vocabulary in its order. Stored, not as this version of jab would rebuild it, so that a
+    key added to jab later changes no run's fingerprint."""
+    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    fixed = {**config, "train": {k: v for k, v in train.items() if k not in leave_out}}
+    return sha256(json.dumps([fixed, tokenizer.tokens], sort_keys=True, default=str).encode())
+
+
+class Mismatch(JabError):
+    """A run's files disagree with each other (an edited config, a manifest whose step is
+    not its checkpoint's): refused, never a reason to fall back to another checkpoint."""
 
 
 def new_run_dir(task: str) -> Path:
@@ -109,7 +120,11 @@ def new_run_dir(task: str) -> Path:
 def latest_run(root: Path = RUNS_DIR) -> Path:
     """The most recently started run or group under `root`, preferring ones that have a
     checkpoint."""
-    configs = list(root.glob("*/config.yaml")) + list(root.glob(f"*/{SEED_PREFIX}*/config.yaml"))
+    configs = list(root.glob("*/config.yaml")) + [
+        config
+        for group in root.glob(f"*/{GROUP_FILE}")
+        for config in group.parent.glob(f"{SEED_PREFIX}*/config.yaml")
+    ]
     if not configs:
         raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
     with_checkpoint = [p for p in configs if (p.parent / "checkpoints/manifest.json").exists()]
@@ -122,13 +137,20 @@ def seed_folder(group: Path, seed: int) -> Path:
 
 
 def seed_runs(path: Path) -> list[Run] | None:
-    """The runs of a group folder in the order of their seeds; None if it is not a group."""
-    found = []
-    for config in Path(path).glob(f"{SEED_PREFIX}*/config.yaml"):
-        number = config.parent.name[len(SEED_PREFIX) :]
-        if number.isdigit():
-            found.append((int(number), Run(config.parent)))
-    return [run for _, run in sorted(found, key=lambda pair: pair[0])] or None
+    """The runs of a group folder in the order of their seeds; None if it is not one."""
+    try:
+        group = json.loads((Path(path) / GROUP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    seeds = group.get("seeds") if isinstance(group, dict) else None
+    if not isinstance(seeds, list) or not all(type(s) is int for s in seeds) or not seeds:
+        raise JabError(f"{path}/{GROUP_FILE} is corrupted (unexpected contents)")
+    return [Run(seed_folder(Path(path), seed)) for seed in seeds]
+
+
+def write_group(path: Path, seeds: list[int]) -> None:
+    """Mark `path` as a complete group of the runs seed-<seed> (written once all exist)."""
+    atomic_write(path / GROUP_FILE, json.dumps({"format": FORMAT, "seeds": seeds}).encode())
 
 
 def open_runs(path: Path | None) -> tuple[Path, list[Run]]:
@@ -140,28 +162,48 @@ def open_runs(path: Path | None) -> tuple[Path, list[Run]]:
 
 
 def newest_common_checkpoint(
-    runs: list[Run], warn
+    runs: list[Run], warn: Callable[[str], None]
 ) -> tuple[int, list[dict[str, np.ndarray]] | None]:
     """The newest step at which every run (every seed of a group) has a checkpoint that
     passes its checksum, and their arrays; warns about each step skipped. (0, None) when
-    the runs share no checkpoint: a kill came before the first one of some seed."""
+    no run has a checkpoint yet: a kill came before the first one."""
     entries = [run.manifest()["checkpoints"] for run in runs]
     for run, listed in zip(runs, entries):
         for entry in listed:
             run.check_config(entry)  # an edited config is no reason to fall back
+    if not any(entries):
+        return 0, None
     common = set.intersection(*({e["step"] for e in listed} for listed in entries))
+    where = runs[0].path if len(runs) == 1 else runs[0].path.parent
+    if not common:
+        steps = "; ".join(
+            f"{run.path.name}: {', '.join(str(e['step']) for e in listed) or 'none'}"
+            for run, listed in zip(runs, entries)
+        )
+        raise JabError(
+            f"the seeds of {where} share no checkpoint step ({steps}); resume each seed on "
+            f"its own (jab resume {runs[0].path}) or train the group again"
+        )
     for step in sorted(common, reverse=True):
         try:
-            return step, [
+            arrays = [
                 run.load_checkpoint(next(e for e in listed if e["step"] == step))
                 for run, listed in zip(runs, entries)
             ]
+        except Mismatch:
+            raise
         except JabError as err:
             warn(f"{err}; falling back to an earlier checkpoint")
-    if common:
-        where = runs[0].path if len(runs) == 1 else runs[0].path.parent
-        raise JabError(f"{where} has no valid checkpoint left")
-    return 0, None
+            continue
+        for run, listed in zip(runs, entries):
+            newer = [str(e["step"]) for e in listed if e["step"] > step]
+            if newer and len(runs) > 1:
+                warn(
+                    f"{run.path} has checkpoints past step {step}, the newest every seed "
+                    f"has ({', '.join(newer)}); they are dropped"
+                )
+        return step, arrays
+    raise JabError(f"{where} has no valid checkpoint left")
 
 
 class Run:
@@ -171,6 +213,7 @@ class Run:
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
         self.fingerprint: str | None = None  # of the config saved or loaded
+        self.shared: str | None = None  # the same, but for train.seed: what a group shares
 
     @classmethod
     def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> Run:
@@ -201,6 +244,17 @@ class Run:
         data = {"format": FORMAT, "created": created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         self.fingerprint = fingerprint(saved, tokenizer)
+        self.shared = fingerprint(saved, tokenizer, ("steps", "seed"))
+
+    def set_steps(self, steps: int) -> None:
+        """Set train.steps in config.yaml, leaving every other line as it is."""
+        path = self.path / "config.yaml"
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            raise JabError(f"could not read {path}") from None
+        data.setdefault("train", {})["steps"] = steps
+        atomic_write(path, yaml.safe_dump(data, sort_keys=False).encode())
 
     @classmethod
     def open(cls, path: Path | None) -> "Run":
@@ -214,6 +268,11 @@ class Run:
                 raise JabError(
                     f"{path} is a group of {len(group)} seeds; name one of them, "
                     f"for example {group[0].path}"
+                )
+            if any(path.glob(f"{SEED_PREFIX}*/config.yaml")):
+                raise JabError(
+                    f"{path} holds seed folders but no {GROUP_FILE}: it was stopped while "
+                    "being created; remove it and train again"
                 )
             raise JabError(f"{path} is not a jab run (it has no config.yaml)")
         return cls(path)
@@ -240,8 +299,9 @@ class Run:
             tokenizer = Tokenizer(vocab)
         except JabError as err:
             raise JabError(f"{self.path}/config.yaml: {err}") from None
-        cfg = from_dict(data, f"{self.path}/config.yaml")
-        self.fingerprint = fingerprint(cfg.to_dict(), tokenizer)
+        self.fingerprint = fingerprint(data, tokenizer)
+        self.shared = fingerprint(data, tokenizer, ("steps", "seed"))
+        cfg = from_dict(copy.deepcopy(data), f"{self.path}/config.yaml")
         source = data_path(cfg.task.name)
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
@@ -433,7 +493,7 @@ class Run:
         if self.fingerprint is None:
             self.load_config()
         if entry.get("config", self.fingerprint) != self.fingerprint:
-            raise JabError(
+            raise Mismatch(
                 f"{self.path}/config.yaml was edited after checkpoint {entry['file']} was "
                 "saved (only train.steps may change, with jab resume --steps); restore it "
                 "or train a new run"
@@ -452,7 +512,7 @@ class Run:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         if "step" in arrays and int(arrays["step"]) != entry["step"]:
-            raise JabError(
+            raise Mismatch(
                 f"{self.checkpoints}/manifest.json says {entry['file']} is at step "
                 f"{entry['step']}, but it holds step {int(arrays['step'])}"
             )

@@ -119,10 +119,8 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     is saved in the run so that a later plain resume aims for the same step. A run killed
     before its first checkpoint (of every seed) starts again from step 0."""
     path, seeds = runs.open_runs(path)
-    cfg, tokenizer = _group_config(path, seeds)
-    saved_steps = cfg.train.steps
-    if steps is not None:
-        cfg.train.steps = steps
+    cfg, tokenizer, saved_steps = _group_config(path, seeds)
+    cfg.train.steps = max(saved_steps) if steps is None else steps
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
     from jabcli.train import check, state_from_arrays
@@ -143,32 +141,34 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
             )
     check(experiment)
     with StopRequest() as stop:
-        if cfg.train.steps != saved_steps:
-            for n, run in enumerate(seeds):
+        for run, saved in zip(seeds, saved_steps):
+            if saved != cfg.train.steps:
                 with run.lock():
-                    run.save_config(for_seed(cfg, cfg.train.seed + n), tokenizer)
+                    run.set_steps(cfg.train.steps)
         return _train(path, seeds, experiment, (step, states), observer, stop)
 
 
-def _group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer]:
-    """The config that trains every seed of `seeds` together: theirs, with train.seeds
-    set; their configs must differ in train.seed alone, and their seeds must follow on."""
+def _group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer, list[int]]:
+    """The config that trains every seed of `seeds` together (theirs, with train.seeds
+    set), and each seed's saved train.steps. Their configs as stored must differ in
+    train.seed and train.steps alone, and their seeds must follow on."""
     loaded = [run.load_config() for run in seeds]
     cfg, tokenizer = loaded[0]
     first = cfg.train.seed
-    for n, (run, (other, vocab)) in enumerate(zip(seeds, loaded)):
+    for n, (run, (other, _)) in enumerate(zip(seeds, loaded)):
         if other.train.seed != first + n:
             raise JabError(
                 f"{path} is not a group jab trained: its seeds do not follow on "
                 f"({run.path} has train.seed {other.train.seed})"
             )
-        if for_seed(other, first) != for_seed(cfg, first) or vocab.tokens != tokenizer.tokens:
+        if run.shared != seeds[0].shared:
             raise JabError(
-                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml "
-                "beyond train.seed; the seeds of a group train together"
+                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml in more "
+                "than train.seed and train.steps; the seeds of a group train together "
+                f"(resume {run.path} on its own instead)"
             )
     group = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=len(seeds)))
-    return group, tokenizer
+    return group, tokenizer, [other.train.steps for other, _ in loaded]
 
 
 def _create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
@@ -180,10 +180,13 @@ def _create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
     try:
         if cfg.train.seeds == 1:
             return path, [Run.create(path, cfg, experiment.tokenizer)]
-        return path, [
+        seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+        created = [
             Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
-            for seed in range(cfg.train.seed, cfg.train.seed + cfg.train.seeds)
+            for seed in seeds
         ]
+        runs.write_group(path, seeds)
+        return path, created
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         if existed:
@@ -254,7 +257,7 @@ def _loop(
 
     tr = experiment.config.train
     trainer = Trainer(experiment, states)
-    saved_step = -1
+    saved_step = trainer.step if states is not None else -1  # a resumed step is saved
 
     def save(results: list[dict[str, Any]] | None = None) -> None:
         nonlocal saved_step

@@ -150,10 +150,10 @@ def train_chunk(
     return state, mean
 
 
-Callback = Callable[[dict], None]
+Callback = Callable[[list[dict]], None]  # receives one record (or result) per seed
 
 
-def wait(tree):
+def wait(tree: Any) -> Any:
     """`tree` once computed. Waits in short sleeps rather than inside XLA, so that signal
     handlers run meanwhile: a computation that never ends can still be interrupted."""
     leaves = jax.tree_util.tree_leaves(tree)

@@ -3,6 +3,7 @@ a group folder with one complete run per seed, and every report shows the spread
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,13 @@ def group(tmp_path_factory):
 
 def test_a_group_holds_one_complete_run_per_seed_each_trained_differently(group):
     seeds = [group / "g" / f"seed-{n}" for n in range(3)]
-    assert sorted(p.name for p in (group / "g").iterdir()) == ["seed-0", "seed-1", "seed-2"]
+    assert sorted(p.name for p in (group / "g").iterdir()) == [
+        "group.json",
+        "seed-0",
+        "seed-1",
+        "seed-2",
+    ]
+    assert json.loads((group / "g/group.json").read_text())["seeds"] == [0, 1, 2]
     losses = [[r["loss"] for r in records(run)] for run in seeds]
     assert all(len(one) == 6 for one in losses)  # 150 steps, a record every 25
     assert losses[0] != losses[1] != losses[2] != losses[0]
@@ -97,6 +104,22 @@ def test_runs_lists_a_group_as_one_row_with_each_seeds_best(group):
     (row,) = json.loads(jab("runs", ".", "--json", cwd=group).stdout)
     assert (row["run"], row["seeds"], row["step"], row["steps"]) == ("g", 3, 150, 150)
     assert len(row["best_eval_seq_acc"]) == 3
+
+
+def test_seeds_that_share_no_checkpoint_step_are_refused_and_nothing_is_deleted(group, tmp_path):
+    """What a kill between two seeds' saves can leave with train.keep_checkpoints=1."""
+    shutil.copytree(group / "g", tmp_path / "g")
+    for seed, keep in ((0, 150), (1, 100)):
+        path = tmp_path / f"g/seed-{seed}/checkpoints/manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["step"] == keep]
+        path.write_text(json.dumps(manifest))
+    before = sorted(p.name for p in (tmp_path / "g").rglob("*.npz"))
+    result = jab("resume", "g", "--steps", "300", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "share no checkpoint step (seed-0: 150; seed-1: 100; seed-2: 100, 150)" in result.stderr
+    assert sorted(p.name for p in (tmp_path / "g").rglob("*.npz")) == before
+    assert "steps: 150" in (tmp_path / "g/seed-0/config.yaml").read_text()
 
 
 def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
