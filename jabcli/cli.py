@@ -341,6 +341,12 @@ def finish(training) -> None:
         raise typer.Exit(128 + outcome.interrupted_by)
     console.print()
     console.print(summary(outcome))
+    records = [r for r in outcome.runs[0].read_metrics() if "eval_seq_acc" in r]
+    if len(records) >= 2:  # how held-out exact match rose, in a few lines
+        from jabcli.display import CurvesView
+        from jabcli.inspection import curve
+
+        console.print(CurvesView([curve(outcome.path, "eval_seq_acc")], height=8))
     if not outcome.reached_target:
         commands(
             "Target not reached; to train longer:",

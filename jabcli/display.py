@@ -613,15 +613,19 @@ class CurvesView:
         plt.theme("clear")
         percent = self.curves[0].metric.endswith("acc")
         scale = 100.0 if percent else 1.0
-        for curve, color in zip(self.curves, CURVE_COLORS * len(self.curves)):
-            plt.plot(curve.steps, [scale * v for v in curve.values], label=curve.name, color=color)
+        colors = CURVE_COLORS * len(self.curves)
+        for curve, color in zip(self.curves, colors):  # bands first, under every median
             for band in (curve.low, curve.high):
                 if band is not None:
                     plt.plot(curve.steps, [scale * v for v in band], color=color, marker="dot")
+        for curve, color in zip(self.curves, colors):
+            plt.plot(curve.steps, [scale * v for v in curve.values], label=curve.name, color=color)
         if self.curves[0].metric in ("loss", "grad_norm", "lr") and all(
             v > 0 for c in self.curves for v in c.values
         ):
             plt.yscale("log")
+        if percent:
+            plt.ylim(0, 100)
         plt.xlabel("step" + ("   (y: %)" if percent else ""))
         return plt.build()
 
