@@ -59,7 +59,7 @@ class Group(PlainHelp, TyperGroup):
 
 app = typer.Typer(
     cls=Group,
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -88,6 +88,27 @@ def root(
     """Train small Transformers on algorithmic toy tasks and look at what they learned."""
 
 
+def complete_task(incomplete: str) -> list[str]:
+    """Shell completion of --task: the built-in tasks (read from their presets, without
+    importing JAX), and file: for a data file."""
+    from jabcli.config import preset_names
+
+    return [name for name in [*preset_names(), "file:"] if name.startswith(incomplete)]
+
+
+def complete_run(incomplete: str) -> list[str]:
+    """Shell completion of a run: the runs and groups of seeds under runs/ (and a group's
+    seeds), as typed from the current folder."""
+    from jabcli.runs import GROUP_FILE, RUNS_DIR
+
+    found = []
+    for path in sorted(RUNS_DIR.glob("*")):
+        if (path / "config.yaml").is_file() or (path / GROUP_FILE).is_file():
+            found.append(str(path))
+        found += [str(seed.parent) for seed in sorted(path.glob("seed-*/config.yaml"))]
+    return [name for name in found if name.startswith(incomplete)]
+
+
 def run_folders(value):
     """A run given as a file, not a folder, is a mistake worth its own words."""
     for path in value if isinstance(value, list) else [value]:
@@ -105,6 +126,7 @@ RunOption = Annotated[
         "--run",
         metavar="DIR",
         callback=run_folders,
+        autocompletion=complete_run,
         help="Run folder (default: the newest under runs/); for eval, a group of seeds too.",
     ),
 ]
@@ -221,6 +243,7 @@ def train(
         typer.Option(
             "--task",
             metavar="NAME|FILE.yaml|file:PATH",
+            autocompletion=complete_task,
             help="A built-in task name (see jab tasks), a task YAML file, or file:PATH, "
             "a file of input/output pairs (.tsv or .jsonl).",
         ),
@@ -305,6 +328,7 @@ def resume_command(
         typer.Argument(
             metavar="RUN",
             callback=run_folders,
+            autocompletion=complete_run,
             help="Run folder or group of seeds (default: the newest under runs/).",
         ),
     ] = None,
@@ -420,6 +444,7 @@ def compare(
         typer.Argument(
             metavar="RUN...",
             callback=run_folders,
+            autocompletion=complete_run,
             help="Two or more run folders (a group of seeds counts as one).",
         ),
     ],
@@ -564,6 +589,7 @@ def curves(
         typer.Argument(
             metavar="RUN...",
             callback=run_folders,
+            autocompletion=complete_run,
             help="Runs or groups of seeds to draw, overlaid.",
         ),
     ],

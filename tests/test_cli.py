@@ -270,3 +270,17 @@ def test_curves_with_a_bad_metric_or_file_type_is_one_line(trained, args, messag
     result = jab("curves", "runs/tiny", *args, cwd=trained, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert message in result.stderr and not (trained / "c.pdf").exists()
+
+
+def test_the_shell_completes_task_names_and_run_folders(trained):
+    def complete(words: str) -> list[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "jabcli"],
+            env={**env(), "_JAB_COMPLETE": "complete_bash", "COMP_WORDS": words,
+                 "COMP_CWORD": str(len(words.split()) - (not words.endswith(" ")))},
+            cwd=trained, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return result.stdout.split()
+
+    assert complete("jab train --task re") == ["reverse"]
+    assert "runs/tiny" in complete("jab eval --run ")
