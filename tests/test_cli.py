@@ -264,10 +264,16 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
     [
         (["--metric", "accuracy"], "unknown metric 'accuracy'; one of: loss"),
         (["--save", "c.pdf"], "--save writes .svg, .html or .png files"),
+        (["--run-without-metrics"], "has no metrics yet (nothing to draw for loss)"),
     ],
 )
-def test_curves_with_a_bad_metric_or_file_type_is_one_line(trained, args, message):
-    result = jab("curves", "runs/tiny", *args, cwd=trained, check=False)
+def test_curves_with_a_bad_metric_or_file_type_is_one_line(trained, tmp_path, args, message):
+    run = "runs/tiny"
+    if args == ["--run-without-metrics"]:
+        shutil.copytree(trained / "runs/tiny", tmp_path / "bare")
+        (tmp_path / "bare/metrics.jsonl").unlink()
+        run, args = tmp_path / "bare", []
+    result = jab("curves", run, *args, cwd=trained, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert message in result.stderr and not (trained / "c.pdf").exists()
 
