@@ -31,7 +31,7 @@ def main() -> None:
     import jax.numpy as jnp
 
     from jabcli.experiment import resolve
-    from jabcli.train import Trainer
+    from jabcli.training import Trainer
 
     imported = time.perf_counter()
     trainer = Trainer(resolve(args.task))

@@ -53,7 +53,7 @@ def study_one(
 
     from jabcli.evaluate import evaluate
     from jabcli.experiment import resolve
-    from jabcli.train import Trainer
+    from jabcli.training import Trainer
 
     sets = [
         f"model.pos_encoding={encoding}",

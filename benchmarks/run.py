@@ -53,7 +53,7 @@ from rich.table import Table
 from jabcli.decode import greedy_decode, greedy_decode_full
 from jabcli.experiment import Experiment, resolve
 from jabcli.tokenizer import EOS_ID, Tokenizer
-from jabcli.train import Trainer, init, update
+from jabcli.training import Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started

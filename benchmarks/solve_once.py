@@ -28,7 +28,7 @@ def main() -> None:
     import jax
 
     from jabcli.experiment import resolve
-    from jabcli.train import Trainer
+    from jabcli.training import Trainer
 
     experiment = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)
     start = time.perf_counter()

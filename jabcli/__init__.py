@@ -1,3 +1,17 @@
-"""jab: train small Transformers on algorithmic toy tasks and look at what they learned."""
+"""jab: train small Transformers on algorithmic toy tasks and look at what they learned.
+
+From Python (see jabcli/api.py): `import jabcli as jab`, then `jab.train(...)`,
+`jab.load(...)`; loaded lazily, so that `jab --help` imports no JAX.
+"""
 
 __version__ = "0.1.0"
+
+API = ("train", "load", "Run", "Result", "Predictions", "Attention", "JabError")
+
+
+def __getattr__(name: str):
+    if name in API:
+        from jabcli import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'jabcli' has no attribute {name!r}")

@@ -7,32 +7,12 @@ or an interpreter callback can crash the process or be swallowed, and the comman
 not train write nothing that an interrupt could leave half-written.
 """
 
-import os
 import signal
-import sys
-
-INTERRUPTED = 128 + signal.SIGINT
-
-
-def interrupted(said: str = "") -> None:
-    """Say so in one line and exit 130 at once: not through sys.exit, whose exit handlers
-    would wait for (or crash on) a computation still running. `said`: what became of
-    the run."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a write of the main program was cut: nothing more to save
-            pass
-    line = f"jab: error: interrupted; {said}" if said else "jab: error: interrupted"
-    os.write(2, (" ".join(line.split()) + "\n").encode())
-    os._exit(INTERRUPTED)
-
-
-def on_sigint(signum, frame) -> None:
-    interrupted()
 
 
 def main() -> None:
+    from jabcli.interrupt import on_sigint
+
     signal.signal(signal.SIGINT, on_sigint)
     from jabcli.cli import main as cli_main
 

@@ -22,6 +22,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from jabcli import __version__
 from jabcli.errors import JabError
+from jabcli.interrupt import interrupted
 
 try:  # Typer >= 0.20 ships its own copy of Click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
@@ -118,7 +119,7 @@ def run_folders(value):
 
 
 SEED_MAX = 2**32 - 1
-SAMPLES_PER_LENGTH = 200
+SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
 
 RunOption = Annotated[
     Optional[Path],
@@ -406,7 +407,7 @@ def eval_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
-    from jabcli import inspection
+    from jabcli import api, inspection
     from jabcli.display import console, eval_report
 
     if lengths is not None and (min_len is not None or max_len is not None):
@@ -414,16 +415,12 @@ def eval_command(
     each_length = lengths is not None
     if each_length:
         min_len, max_len = inspection.parse_lengths(lengths)
-        samples = SAMPLES_PER_LENGTH if samples is None else samples
     configure_jax(no_cache)
-    path, loaded = inspection.load_runs(run, checkpoint)
-    samples = 1000 if samples is None else samples
-    result = inspection.evaluate_runs(path, loaded, samples, min_len, max_len, seed, each_length)
+    result = api.load(run).evaluate((min_len, max_len), samples, each_length, checkpoint, seed)
     if as_json:
         print(json.dumps(with_mistakes(result)))
         return
-    t = loaded[0].experiment.config.task
-    console.print(eval_report(result, str(path), (t.min_len, t.max_len)))
+    console.print(eval_report(result, result["run"], tuple(result["train_lengths"])))
 
 
 def with_mistakes(result: dict) -> dict:
@@ -505,7 +502,7 @@ def predict(
 
     jab predict - < inputs.txt answers every line of a file.
     """
-    from jabcli import inspection
+    from jabcli import api
     from jabcli.display import console, predictions
 
     if "-" in texts:
@@ -514,8 +511,7 @@ def predict(
             raise JabError("- reads inputs from stdin, one per line, but there were none")
         texts = [each for text in texts for each in (lines if text == "-" else [text])]
     configure_jax(no_cache)
-    loaded = inspection.load(run, checkpoint)
-    console.print(predictions(inspection.predict(loaded, texts)))
+    console.print(predictions(api.load(run).predict(texts, checkpoint)))
 
 
 @command("show-attention")
@@ -674,13 +670,6 @@ def close_option(name: str, ctx) -> str:
     }
     close = difflib.get_close_matches(name.lstrip("-"), list(options), n=1)
     return f" (did you mean {options[close[0]]!r}?)" if close else ""
-
-
-def interrupted(said: str = "") -> None:
-    """Exit 130 at once, saying what became of the run (see jabcli/__main__.py)."""
-    from jabcli.__main__ import interrupted as exit_interrupted
-
-    exit_interrupted(said)
 
 
 def fail(message: str, code: int = 2) -> None:

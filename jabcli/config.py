@@ -23,6 +23,10 @@ from jabcli.tokenizer import DATA_CHARS
 FILE_PREFIX = "file:"  # task.name file:PATH names a data file of pairs
 
 
+SAMPLES = 1000  # held-out inputs `jab eval` decodes by default
+SAMPLES_PER_LENGTH = 200  # ... and per length, with --lengths (and `jab compare`)
+
+
 @dataclass
 class TaskConfig:
     name: str = "reverse"

@@ -16,7 +16,7 @@ from jabcli.experiment import Experiment
 from jabcli.runs import Run
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
 
-INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (train.py)
+INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
 DECODE_KEY = 0  # `jab predict` and `show-attention` draw randomized positions from this key
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 
@@ -55,7 +55,7 @@ def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list
 
 def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) -> Loaded:
     """The checkpoint `checkpoint` of `run`, with its own experiment or the given one."""
-    from jabcli.train import state_from_arrays
+    from jabcli.training import state_from_arrays
 
     experiment = experiment or Experiment.create(*run.load_config())
     entry = run.checkpoint_entry(checkpoint)

@@ -11,8 +11,16 @@ def cache_dir() -> Path:
     return Path(base) / "jab" / "xla"
 
 
+configured = False  # the first call decides, for the whole process
+
+
 def configure(no_cache: bool = False) -> None:
-    """Turn on JAX's persistent compilation cache unless --no-cache or JAB_NO_CACHE=1."""
+    """Turn on JAX's persistent compilation cache unless --no-cache or JAB_NO_CACHE=1;
+    only the process's first call counts (the CLI's, before the API's it calls)."""
+    global configured
+    if configured:
+        return
+    configured = True
     import jax
 
     if no_cache or os.environ.get("JAB_NO_CACHE", "") not in ("", "0"):

@@ -106,7 +106,7 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
     """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/)."""
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
-    from jabcli.train import check
+    from jabcli.training import check
 
     check(experiment)
     with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
@@ -123,7 +123,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     cfg.train.steps = max(saved_steps) if steps is None else steps
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
-    from jabcli.train import check, state_from_arrays
+    from jabcli.training import check, state_from_arrays
 
     step, arrays = runs.newest_common_checkpoint(seeds, warn=observer.note)
     if arrays is None:
@@ -253,7 +253,7 @@ def _loop(
     observer: Observer,
     stop: StopRequest,
 ) -> Outcome:
-    from jabcli.train import Trainer, state_to_arrays
+    from jabcli.training import Trainer, state_to_arrays
 
     tr = experiment.config.train
     trainer = Trainer(experiment, states)

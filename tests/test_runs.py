@@ -130,14 +130,14 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
 
 
 def test_a_second_ctrl_c_says_whether_the_run_was_kept(three_checkpoints, monkeypatch):
-    from jabcli import session, train
+    from jabcli import session, training
     from jabcli.experiment import Experiment
     from jabcli.runs import Run
 
     def second_ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt  # as StopRequest raises it, here while compiling
 
-    monkeypatch.setattr(train, "Trainer", second_ctrl_c)
+    monkeypatch.setattr(training, "Trainer", second_ctrl_c)
     run = three_checkpoints / "run"
     with pytest.raises(KeyboardInterrupt) as resumed:
         session.resume(run, 400, session.Observer())
@@ -240,12 +240,12 @@ def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
 def test_jab_eval_never_draws_from_a_stream_training_uses():
     import jax
 
-    from jabcli import inspection, train
+    from jabcli import inspection, training
 
     for seed in (0, 1, 7):
         root = jax.random.PRNGKey(seed)
-        streams = (train.TRAIN_STREAM, train.DROPOUT_STREAM, train.EVAL_STREAM)
-        used = [jax.random.fold_in(root, s) for s in (*streams, train.POSITION_STREAM)]
+        streams = (training.TRAIN_STREAM, training.DROPOUT_STREAM, training.EVAL_STREAM)
+        used = [jax.random.fold_in(root, s) for s in (*streams, training.POSITION_STREAM)]
         key = inspection.evaluation_key(seed)
         assert not any(np.array_equal(key, other) for other in used)
 

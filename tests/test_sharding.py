@@ -13,7 +13,7 @@ import json, sys, jax, jax.numpy as jnp
 from jabcli import runtime
 runtime.configure()
 from jabcli.experiment import resolve
-from jabcli.train import Trainer
+from jabcli.training import Trainer
 experiment = resolve("copy", sets=["task.max_len=6", "model.d_model=32", "model.d_ff=64",
                                    "model.num_layers=1",
                                    "train.batch_size=16", "train.log_every=10"],

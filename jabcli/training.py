@@ -118,7 +118,7 @@ def update(
     )
     updates, opt_state = make_optimizer(tr).update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics["grad_norm"] = optax.global_norm(grads)
+    metrics["grad_norm"] = optax.tree.norm(grads)
     return TrainingState(params, opt_state, state.rng, state.step + 1), metrics
 
 

@@ -1,0 +1,50 @@
+"""jab from Python (`import jabcli as jab`): the calls the command line makes, as values
+that render themselves in Jupyter."""
+
+import json
+
+import numpy as np
+import pytest
+from jabrun import jab as cli
+
+import jabcli as jab
+
+
+def test_the_api_evaluates_predicts_and_draws_as_the_command_line_does(trained):
+    run = jab.load(trained / "runs/tiny")
+    result = run.evaluate(lengths=(1, 5), samples=50)
+    printed = json.loads(
+        cli(
+            "eval", "--run", "runs/tiny", "--lengths", "1-5", "--samples", "50", "--json",
+            cwd=trained,
+        ).stdout
+    )  # fmt: skip
+    assert result["seq_acc"] == printed["seq_acc"]
+    assert {str(n): row["seq_acc"] for n, row in result["per_length"].items()} == {
+        n: row["seq_acc"] for n, row in printed["per_length"].items()
+    }
+    assert "<table>" in result._repr_html_()
+    (answer,) = run.predict(["0123"])
+    assert answer["expected"] == "0123" and answer["correct"] == (answer["output"] == "0123")
+    attention = run.attention("0123", kind="cross", layer=-1)
+    assert attention.weights.shape == (4, len(attention.rows), len(attention.cols))
+    assert np.allclose(attention.weights.sum(-1), 1.0, atol=1e-4)
+    assert 'title="' in attention._repr_html_()
+    assert run.metrics()[-1]["step"] == 300
+    assert run.curve("eval_seq_acc").steps[-1] == 300
+
+
+def test_the_api_trains_a_run_the_command_line_can_read(tmp_path):
+    sets = {"task.max_len": 5, "task.alphabet": "0123", "model.d_model": 32, "model.d_ff": 64,
+            "model.num_layers": 1, "train.batch_size": 32, "train.eval_every": 50}  # fmt: skip
+    run = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "api")
+    assert run.path == tmp_path / "api" and run.metrics()[-1]["step"] == 50
+    assert json.loads(cli("eval", "--run", "api", "--json", cwd=tmp_path).stdout)["step"] == 50
+
+
+def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):
+    with pytest.raises(jab.JabError, match="does not exist"):
+        jab.load(tmp_path / "missing")
+    with pytest.raises(jab.JabError, match="unknown config key 'model.width'"):
+        jab.train("copy", overrides={"model.width": 3}, out=tmp_path / "never")
+    assert not (tmp_path / "never").exists()
