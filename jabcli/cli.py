@@ -166,6 +166,16 @@ LengthsOption = Annotated[
 ]
 
 
+def RunsArgument(help: str):  # noqa: N802 - reads as the type it stands for
+    """RUN... arguments: run folders or groups of seeds, completed by the shell."""
+    return Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN...", callback=run_folders, autocompletion=complete_run, help=help
+        ),
+    ]
+
+
 class Kind(str, enum.Enum):
     cross = "cross"
     encoder = "encoder"
@@ -436,15 +446,7 @@ def with_mistakes(result: dict) -> dict:
 
 @command()
 def compare(
-    runs: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="RUN...",
-            callback=run_folders,
-            autocompletion=complete_run,
-            help="Two or more run folders (a group of seeds counts as one).",
-        ),
-    ],
+    runs: RunsArgument("Two or more run folders (a group of seeds counts as one)."),
     lengths: Annotated[
         Optional[str],
         typer.Option(
@@ -554,10 +556,7 @@ def show_attention(
     from jabcli import inspection
     from jabcli.display import attention_view, save_picture, say, show_picture
 
-    if save is not None and save.suffix.lower() not in (".svg", ".html"):
-        raise JabError(f"--save writes .svg or .html files, got {str(save)!r}")
-    if save is not None and not save.parent.is_dir():
-        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
+    check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
     loaded = inspection.load(run, checkpoint)
     m = loaded.experiment.config.model
@@ -580,15 +579,7 @@ def show_attention(
 
 @command()
 def curves(
-    runs: Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="RUN...",
-            callback=run_folders,
-            autocompletion=complete_run,
-            help="Runs or groups of seeds to draw, overlaid.",
-        ),
-    ],
+    runs: RunsArgument("Runs or groups of seeds to draw, overlaid."),
     metric: Annotated[
         str,
         typer.Option(
@@ -611,11 +602,8 @@ def curves(
     from jabcli import inspection
     from jabcli.display import CurvesView, save_curves_png, save_picture, say, show_picture
 
+    check_save(save, (".svg", ".html", ".png"))
     suffix = save.suffix.lower() if save is not None else None
-    if suffix not in (None, ".svg", ".html", ".png"):
-        raise JabError(f"--save writes .svg, .html or .png files, got {str(save)!r}")
-    if save is not None and not save.parent.is_dir():
-        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
     if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
         raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
     view = CurvesView([inspection.curve(run, metric) for run in runs])
@@ -626,6 +614,17 @@ def curves(
         save_picture(view, save)
     if save is not None:
         say(f"Saved {save}")
+
+
+def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
+    """Refuse a --save file of another type, or in a folder that does not exist."""
+    if save is None:
+        return
+    if save.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + f" or {suffixes[-1]}" if len(suffixes) > 1 else ""
+        raise JabError(f"--save writes {kinds} files, got {str(save)!r}")
+    if not save.parent.is_dir():
+        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
 
 
 def main(argv: list[str] | None = None) -> None:

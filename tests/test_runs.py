@@ -296,7 +296,7 @@ def test_a_hand_edited_manifest_step_is_refused(trained, tmp_path):
         inspection.load(run)
 
 
-@pytest.mark.parametrize("after_s", [0.3, 1.0, 2.0])
+@pytest.mark.parametrize("after_s", [0.3, 1.5])
 def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_path, after_s):
     """Ctrl-C while Python imports JAX's compiled extensions used to segfault, print an
     ImportError or a traceback, or be swallowed by an interpreter callback (exit 0)."""

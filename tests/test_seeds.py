@@ -134,7 +134,6 @@ def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
     "seeds, message",
     [
         ("0", "Invalid value for '--seeds'"),
-        ("-2", "Invalid value for '--seeds'"),
         ("two", "Invalid value for '--seeds'"),
         ("100000000", "lower train.seeds"),
     ],
