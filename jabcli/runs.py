@@ -214,6 +214,7 @@ class Run:
         self.checkpoints = self.path / "checkpoints"
         self.fingerprint: str | None = None  # of the config saved or loaded
         self.shared: str | None = None  # the same, but for train.seed: what a group shares
+        self.created: str | None = None  # when, as config.yaml says (local ISO 8601 time)
 
     @classmethod
     def create(cls, path: Path, cfg: Config, tokenizer: Tokenizer) -> Run:
@@ -240,8 +241,8 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:
             saved["task"]["name"] = FILE_PREFIX + data_copy(source)
-        created = self.created() or time.strftime("%Y-%m-%dT%H:%M:%S")
-        data = {"format": FORMAT, "created": created, **saved, "vocab": tokenizer.tokens}
+        self.created = time.strftime("%Y-%m-%dT%H:%M:%S")
+        data = {"format": FORMAT, "created": self.created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         self.fingerprint = fingerprint(saved, tokenizer)
         self.shared = fingerprint(saved, tokenizer, ("steps", "seed"))
@@ -291,7 +292,8 @@ class Run:
                 f"{self.path} was written by an incompatible version of jab "
                 f"(format {FORMAT} expected)"
             )
-        data.pop("created", None)
+        created = data.pop("created", None)
+        self.created = str(created) if created is not None else None
         vocab = data.pop("vocab", None)
         if not isinstance(vocab, list):
             raise JabError(f"{self.path}/config.yaml has no vocabulary")
@@ -306,15 +308,6 @@ class Run:
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
         return cfg, tokenizer
-
-    def created(self) -> str | None:
-        """When the run was created (local time, ISO 8601), as its config.yaml says."""
-        try:
-            data = yaml.safe_load((self.path / "config.yaml").read_text())
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            return None
-        created = data.get("created") if isinstance(data, dict) else None
-        return str(created) if created is not None else None
 
     def summary(self) -> dict[str, Any]:
         """What `jab runs` shows of this run, read from its files alone (no JAX)."""
@@ -345,7 +338,7 @@ class Run:
             "best_eval_seq_acc": max(scores) if scores else None,
             "train_s": training_seconds(records),
             "state": state,
-            "created": self.created(),
+            "created": self.created,
         }
 
     def parameters(self, entry: dict[str, Any]) -> int | None:
