@@ -31,16 +31,54 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jabcli.positions import SCHEMES  # noqa: E402
 
 TASKS = ("reverse", "copy", "sort")
-BINS = ((1, 16), (17, 32), (33, 64))
+GRID_ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "randomized"]
+BINS = ((1, 16), (17, 32), (33, 64), (65, 128))
 OUT = Path(__file__).with_name("length_generalization.json")
+
+# The study's rows beyond the encodings x TASKS grid: (row name, task, settings, steps).
+# Coupled positions solve in a few hundred steps; addition needs more.
+ADDITION_REVERSED = ["task.reverse_answer=true"]
+EXTRA_ROWS = [  # the longest first, so that two at a time finish together
+    (
+        "addition (reversed answer) coupled",
+        "addition",
+        ["model.pos_encoding=coupled", *ADDITION_REVERSED],
+        6000,
+    ),
+    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 6000),
+    *(
+        (
+            f"addition (reversed answer) {e}",
+            "addition",
+            [f"model.pos_encoding={e}", *ADDITION_REVERSED],
+            3000,
+        )
+        for e in ("sinusoidal", "randomized")
+    ),
+    *(
+        (f"duplicate {e}", "duplicate", [f"model.pos_encoding={e}"], 2000)
+        for e in ("sinusoidal", "randomized")
+    ),
+    ("sort none/none", "sort", ["model.pos_encoding=none"], 2000),
+    (
+        "sort none/randomized",
+        "sort",
+        ["model.src_pos_encoding=none", "model.tgt_pos_encoding=randomized"],
+        2000,
+    ),
+    *(
+        (f"{task} coupled", task, ["model.pos_encoding=coupled"], 600)
+        for task in ("copy", "reverse", "duplicate", "shift", "odds_first")
+    ),
+]
 
 
 def study_one(
+    name: str,
     task: str,
-    encoding: str,
+    settings: list[str],
     steps: int,
     samples: int,
     longest: int,
@@ -56,7 +94,7 @@ def study_one(
     from jabcli.training import Trainer
 
     sets = [
-        f"model.pos_encoding={encoding}",
+        *settings,
         "task.min_len=1",
         "task.max_len=16",
         f"train.eval_every={steps}",  # evaluate once, at the end
@@ -64,6 +102,15 @@ def study_one(
         *extra,
     ]
     experiment = resolve(task, sets=sets, steps=steps, seed=seed, seeds=seeds)
+    low = experiment.task.min_length
+    longest = min(
+        longest,
+        max(
+            n
+            for n in range(low, longest + 1)
+            if experiment.positions_needed(n) <= experiment.config.model.max_positions
+        ),
+    )
     tic = time.perf_counter()
     trainer = Trainer(experiment)
     outcome = trainer.run()
@@ -71,26 +118,44 @@ def study_one(
     key = jax.random.PRNGKey(1000 + seed)  # the same held-out inputs for every seed
     per_seed = []
     for state in trainer.states():
-        result = evaluate(experiment, state.params, key, samples, 1, longest, each_length=True)
+        result = evaluate(
+            experiment,
+            state.params,
+            key,
+            samples,
+            low,
+            longest,
+            each_length=True,
+            force_length=True,
+        )
         per_length = result["per_length"]
-        bins = {}
-        for low, high in BINS:
-            rows = [per_length[n] for n in range(low, min(high, longest) + 1) if n in per_length]
+        bins, forced = {}, {}
+        for low_end, high in BINS:
+            rows = [
+                per_length[n] for n in range(low_end, min(high, longest) + 1) if n in per_length
+            ]
             if rows:
-                bins[f"{low}-{high}"] = sum(r["seq_acc"] for r in rows) / len(rows)
+                bins[f"{low_end}-{high}"] = sum(r["seq_acc"] for r in rows) / len(rows)
+                forced[f"{low_end}-{high}"] = sum(r["forced_seq_acc"] for r in rows) / len(rows)
         per_seed.append(
             {
                 "bins": bins,
+                "forced_bins": forced,
                 "per_length": {n: r["seq_acc"] for n, r in per_length.items()},
+                "forced_per_length": {n: r["forced_seq_acc"] for n, r in per_length.items()},
                 "token_acc_per_length": {n: r["token_acc"] for n, r in per_length.items()},
             }
         )
     return {
+        "name": name,
         "task": task,
-        "pos_encoding": encoding,
+        "pos_encoding": experiment.config.model.positions,
+        "set": settings,
         "steps": outcome["step"],
         "seeds": trainer.seeds,
         "train_s": train_s,
+        "eval_s": time.perf_counter() - tic - train_s,
+        "longest": longest,
         "per_seed": per_seed,
     }
 
@@ -98,30 +163,45 @@ def study_one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--encodings", nargs="+", default=list(SCHEMES))
-    parser.add_argument("--steps", type=int, default=2000, help="training steps per model")
-    parser.add_argument("--samples", type=int, default=100, help="held-out inputs per length")
-    parser.add_argument("--longest", type=int, default=64, help="longest input evaluated")
+    parser.add_argument("--encodings", nargs="+", default=GRID_ENCODINGS)
+    parser.add_argument(
+        "--rows",
+        nargs="*",
+        help="train only the rows whose name contains one of these words "
+        "(e.g. coupled); without words, no grid rows and every extra row",
+    )
+    parser.add_argument("--steps", type=int, default=2000, help="training steps per grid model")
+    parser.add_argument("--samples", type=int, default=30, help="held-out inputs per length")
+    parser.add_argument("--longest", type=int, default=128, help="longest input evaluated")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
-    parser.add_argument("--seeds", type=int, default=3, help="models per task and encoding")
-    parser.add_argument("--jobs", type=int, default=2, help="models trained at once")
+    parser.add_argument("--seeds", type=int, default=3, help="models per row")
+    parser.add_argument("--jobs", type=int, default=2, help="rows trained at once")
     parser.add_argument("--quick", action="store_true", help="tiny budget: checks the script")
     parser.add_argument(
         "--set", action="append", default=[], help="a config override for every model"
     )
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--merge", action="store_true", help="replace these rows in --out, keep the others"
+    )
     parser.add_argument("--print", type=Path, help="only print the table of a results file")
     args = parser.parse_args()
     if args.print:
         print_table(json.loads(args.print.read_text()))
         return
+    rows = [
+        (f"{t} {e}", t, [f"model.pos_encoding={e}"], args.steps)
+        for t in args.tasks
+        for e in args.encodings
+    ] + EXTRA_ROWS
+    if args.rows is not None:
+        rows = [r for r in EXTRA_ROWS if not args.rows or any(w in r[0] for w in args.rows)]
     if args.quick:
-        args.steps, args.samples, args.longest, args.seeds = 100, 10, 24, 2
-    jobs = [(t, e) for t in args.tasks for e in args.encodings]
+        args.samples, args.longest, args.seeds = 10, 24, 2
+        rows = [(name, task, sets, 100) for name, task, sets, _ in rows]
     print(
-        f"Training {len(jobs)} groups of {args.seeds} models ({args.steps} steps each, "
-        f"{args.jobs} groups at a time), "
-        f"then {args.samples} held-out inputs at each length 1-{args.longest}",
+        f"Training {len(rows)} rows of {args.seeds} models ({args.jobs} rows at a time), "
+        f"then {args.samples} held-out inputs at each length up to {args.longest}",
         file=sys.stderr,
     )
     tic = time.perf_counter()
@@ -130,28 +210,31 @@ def main() -> None:
         futures = [
             pool.submit(
                 study_one,
-                t,
-                e,
-                args.steps,
+                name,
+                task,
+                sets,
+                steps,
                 args.samples,
                 args.longest,
                 args.seed,
                 args.seeds,
                 args.set,
             )
-            for t, e in jobs
+            for name, task, sets, steps in rows
         ]
         results = []
         for future in futures:
             results.append(future.result())
             r = results[-1]
-            print(f"  {r['task']:8} {r['pos_encoding']:11} {r['train_s']:6.0f} s", file=sys.stderr)
+            print(
+                f"  {r['name']:40} {r['train_s']:6.0f} s training, {r['eval_s']:5.0f} s eval",
+                file=sys.stderr,
+            )
     report = {
         "command": "python benchmarks/length_generalization.py"
         + (" --quick" if args.quick else ""),
         "machine": f"{platform.processor() or platform.machine()}, "
         f"{multiprocessing.cpu_count()} cores",
-        "steps": args.steps,
         "samples_per_length": args.samples,
         "train_lengths": [1, 16],
         "seed": args.seed,
@@ -160,8 +243,22 @@ def main() -> None:
         "wall_s": time.perf_counter() - tic,
         "results": results,
     }
+    if args.merge and args.out.exists():
+        old = json.loads(args.out.read_text())
+        names = {r["name"] for r in results}
+        kept = [r for r in old["results"] if row_name(r) not in names]
+        report = {
+            **old,
+            "results": kept + results,
+            "runs": old.get("runs", []) + [{k: v for k, v in report.items() if k != "results"}],
+        }
     args.out.write_text(json.dumps(report, indent=1))
     print_table(report)
+
+
+def row_name(result: dict) -> str:
+    """A result's row name (results from before rows had names: task and encoding)."""
+    return result.get("name") or f"{result['task']} {result['pos_encoding']}"
 
 
 def spread(values: list[float], fmt) -> str:
@@ -169,30 +266,39 @@ def spread(values: list[float], fmt) -> str:
     return f"{fmt(statistics.median(values))} [{fmt(min(values))}-{fmt(max(values))}]"
 
 
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
 def print_table(report: dict) -> None:
+    """Markdown: exact match per range of lengths, and with the true length imposed."""
     bins = [f"{low}-{high}" for low, high in BINS]
-    extra = f", with {' '.join(report['set'])}" if report.get("set") else ""
     print(
         f"Exact match by input length, median [min-max] over {report['seeds']} seeds; "
-        f"trained on 1-16, {report['steps']} steps, "
-        f"{report['samples_per_length']} held-out inputs per length{extra}\n"
+        f"trained on 1-16, {report['samples_per_length']} held-out inputs per length; "
+        "after the slash: the median with the answer's true length imposed "
+        "(jab eval --force-length)\n"
     )
-    print("| task | encoding | " + " | ".join(bins) + " | longest length at ≥ 50% |")
-    print("|---|---|" + "---:|" * (len(bins) + 1))
+    print("| row | steps | training s | " + " | ".join(bins) + " | longest length at ≥ 50% |")
+    print("|---|---:|---:|" + "---:|" * (len(bins) + 1))
     for r in report["results"]:
         seeds = r["per_seed"]
-        cells = [
-            spread([one["bins"][b] for one in seeds], lambda x: f"{100 * x:.1f}%")
-            if b in seeds[0]["bins"]
-            else "-"
-            for b in bins
-        ]
+        cells = []
+        for b in bins:
+            if b not in seeds[0]["bins"]:
+                cells.append("-")
+                continue
+            cell = spread([one["bins"][b] for one in seeds], percent)
+            if "forced_bins" in seeds[0]:
+                cell += " / " + percent(statistics.median(one["forced_bins"][b] for one in seeds))
+            cells.append(cell)
         longest = [
             max((int(n) for n, acc in one["per_length"].items() if acc >= 0.5), default=0)
             for one in seeds
         ]
         cells.append(spread(longest, lambda x: f"{x:g}"))
-        print(f"| {r['task']} | {r['pos_encoding']} | " + " | ".join(cells) + " |")
+        steps = r.get("steps", report.get("steps"))
+        print(f"| {row_name(r)} | {steps} | {r['train_s']:.0f} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -71,10 +71,13 @@ class Run:
         each_length: bool | None = None,
         checkpoint: str = "latest",
         seed: int = 1,
+        force_length: bool = False,
     ) -> Result:
         """Held-out accuracy, as `jab eval`: over the training lengths, or `samples`
         (200 by default) at every length in `lengths`; with `each_length=False`, `samples`
-        (1000 by default) drawn over `lengths`. A group's figures are median [min-max]."""
+        (1000 by default) drawn over `lengths`. A group's figures are median [min-max].
+        `force_length` adds `forced_seq_acc`: exact match with each answer's true length
+        imposed on decoding."""
         from jabcli import runtime
 
         runtime.configure()
@@ -83,7 +86,11 @@ class Run:
             samples = SAMPLES_PER_LENGTH if each_length else SAMPLES
         low, high = lengths if lengths is not None else (None, None)
         path, loaded = inspection.load_runs(self.path, checkpoint)
-        return Result(inspection.evaluate_runs(path, loaded, samples, low, high, seed, each_length))
+        return Result(
+            inspection.evaluate_runs(
+                path, loaded, samples, low, high, seed, each_length, force_length
+            )
+        )
 
     def predict(self, texts: list[str], checkpoint: str = "latest") -> Predictions:
         """Answers to `texts`, each marked against the task's reference, as `jab predict`."""

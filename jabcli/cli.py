@@ -413,6 +413,14 @@ def eval_command(
     ] = None,
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
+    force_length: Annotated[
+        bool,
+        typer.Option(
+            "--force-length",
+            help="Also decode with each answer's true length imposed and report that exact "
+            "match: right symbols stopped at the wrong length, or wrong symbols?",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     no_cache: NoCacheOption = False,
 ) -> None:
@@ -426,7 +434,9 @@ def eval_command(
     if each_length:
         min_len, max_len = inspection.parse_lengths(lengths)
     configure_jax(no_cache)
-    result = api.load(run).evaluate((min_len, max_len), samples, each_length, checkpoint, seed)
+    result = api.load(run).evaluate(
+        (min_len, max_len), samples, each_length, checkpoint, seed, force_length
+    )
     if as_json:
         print(json.dumps(with_mistakes(result)))
         return

@@ -47,8 +47,17 @@ class ModelConfig:
     dropout: float = 0.0
     norm: str = "post"
     activation: str = "relu"
-    pos_encoding: str = "sinusoidal"
+    pos_encoding: str = "sinusoidal"  # both sides, unless one of the two below is set
+    src_pos_encoding: str = ""  # the encoder's ("" means pos_encoding)
+    tgt_pos_encoding: str = ""  # the decoder's ("" means pos_encoding)
     max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
+
+    @property
+    def positions(self) -> str:
+        """The positional encoding in a word, or `encoder/decoder` when the sides differ."""
+        src = self.src_pos_encoding or self.pos_encoding
+        tgt = self.tgt_pos_encoding or self.pos_encoding
+        return src if src == tgt else f"{src}/{tgt}"
 
 
 @dataclass

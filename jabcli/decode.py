@@ -6,6 +6,10 @@ reruns the whole decoder at every step and is kept as the reference it is tested
 and benchmarked against. Both read the positions [B, S] and [B, max_out] the model's
 scheme drew (`Experiment.positions`). A row whose source holds no symbol (padding
 added to fill a batch) counts as finished from the start and gets no answer.
+
+Given `lengths` [B], the answers' true lengths, decoding is forced to that length:
+<eos> is never chosen before it and always written at it (`jab eval --force-length`),
+so what is scored is the content alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,16 @@ def empty_rows(src: jax.Array) -> jax.Array:
     return ~jnp.any((src != PAD_ID) & (src != EOS_ID), axis=1)
 
 
+def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | None):
+    """[B, V] logits at target index `position` -> the greedy tokens [B]."""
+    if lengths is not None:
+        logits = logits.at[:, EOS_ID].set(-jnp.inf)
+    token = jnp.argmax(logits, axis=-1)
+    if lengths is not None:
+        token = jnp.where(position == lengths, EOS_ID, token)
+    return jnp.where(empty, PAD_ID, token).astype(jnp.int32)
+
+
 def _not_done(position: jax.Array, out: jax.Array, empty: jax.Array, max_out: int) -> jax.Array:
     return (position < max_out) & ~jnp.all(empty | jnp.any(out == EOS_ID, axis=1))
 
@@ -42,6 +56,7 @@ def greedy_decode(
     max_out: int,
     src_positions: jax.Array,
     tgt_positions: jax.Array,
+    lengths: jax.Array | None = None,
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch, empty = src.shape[0], empty_rows(src)
@@ -54,7 +69,7 @@ def greedy_decode(
         logits, cache = fns.decode_step(
             params, None, token, position, cache, src, tgt_positions, src_positions
         )
-        token = jnp.where(empty, PAD_ID, jnp.argmax(logits, axis=-1)).astype(jnp.int32)
+        token = _choose(logits, position, empty, lengths)
         out = jax.lax.dynamic_update_slice_in_dim(out, token[:, None], position, axis=1)
         return position + 1, token, out, cache
 
@@ -73,6 +88,7 @@ def greedy_decode_full(
     max_out: int,
     src_positions: jax.Array,
     tgt_positions: jax.Array,
+    lengths: jax.Array | None = None,
 ) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
     batch, empty = src.shape[0], empty_rows(src)
@@ -84,8 +100,7 @@ def greedy_decode_full(
         logits, _ = fns.forward(
             params, None, src, tgt_in, src_positions=src_positions, tgt_positions=tgt_positions
         )
-        token = jnp.argmax(logits[:, position], axis=-1)
-        token = jnp.where(empty, PAD_ID, token).astype(jnp.int32)
+        token = _choose(logits[:, position], position, empty, lengths)
         out = out.at[:, position].set(token)
         tgt_in = jax.lax.dynamic_update_slice_in_dim(
             tgt_in, token[:, None], jnp.minimum(position + 1, max_out - 1), axis=1

@@ -292,6 +292,8 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
         ("token accuracy", figure(result, "token_acc")),
         ("exact match", figure(result, "seq_acc")),
     ]
+    if "forced_seq_acc" in result:
+        rows.append(("at the true length", figure(result, "forced_seq_acc")))
     seeds = result.get("seeds", [])
     if seeds:
         rows[1:1] = [("seeds", f"{len(seeds)}; figures are median [min-max] over seeds")]
@@ -347,8 +349,10 @@ def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, 
     """Accuracy at each input length with a bar per row; lengths beyond training have
     bars of another shade (read without colour too)."""
     low, high = train_range
+    forced = all("forced_seq_acc" in row for row in per_length.values())
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("length", "samples", "token acc", "exact match"):
+    columns = ["length", "samples", "token acc", "exact match"]
+    for column in columns + (["at true length"] if forced else []):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("")
     for length, row in sorted(per_length.items()):
@@ -357,6 +361,7 @@ def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, 
             str(row["samples"]),
             figure(row, "token_acc"),
             figure(row, "seq_acc"),
+            *([figure(row, "forced_seq_acc")] if forced else []),
             Bar(row["seq_acc"], in_range(length, train_range)),
         )
     parts: list[Any] = [table]

@@ -25,11 +25,15 @@ def evaluate(
     min_len: int | None = None,
     max_len: int | None = None,
     each_length: bool = False,
+    force_length: bool = False,
 ) -> dict:
     """Greedy-decode held-out sources; accuracies overall and per source length.
 
     `samples` sources with lengths uniform in [min_len, max_len], or, with `each_length`,
-    `samples` sources at every length in that range.
+    `samples` sources at every length in that range. With `force_length` the sources are
+    decoded a second time with each answer's true length imposed, and `forced_seq_acc`
+    (overall and per length) is the exact match of that content: a model that writes
+    the right symbols but stops too early scores there and not in `seq_acc`.
     """
     t = experiment.config.task
     min_len = t.min_len if min_len is None else min_len
@@ -42,18 +46,33 @@ def evaluate(
     if not len(src):
         raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
     max_out = tgt_out.shape[1]
+    answer_lengths = np.sum(tgt_out != PAD_ID, axis=1) - 1  # the index of each <eos>
     predicted = np.zeros((len(src), max_out), np.int32)
+    forced = np.zeros_like(predicted)
     for start in range(0, len(src), DECODE_CHUNK):
         chunk = src[start : start + DECODE_CHUNK]
+        lengths = answer_lengths[start : start + DECODE_CHUNK]
         rows = len(chunk)
         if len(src) > DECODE_CHUNK:  # keep one shape, so one compilation
             # Empty rows: decoding counts them as finished from the start.
             chunk = np.pad(chunk, ((0, DECODE_CHUNK - rows), (0, 0)), constant_values=PAD_ID)
+            lengths = np.pad(lengths, (0, DECODE_CHUNK - rows))
         chunk = jnp.asarray(chunk)
         positions = experiment.positions(jax.random.fold_in(positions_key, start), chunk, max_out)
         decoded = greedy_decode(experiment.model, params, chunk, max_out, *positions)
         predicted[start : start + rows] = np.asarray(decoded)[:rows]
-    return score(experiment.tokenizer, src, predicted, tgt_out)
+        if force_length:
+            decoded = greedy_decode(
+                experiment.model, params, chunk, max_out, *positions, jnp.asarray(lengths)
+            )
+            forced[start : start + rows] = np.asarray(decoded)[:rows]
+    result = score(experiment.tokenizer, src, predicted, tgt_out)
+    if force_length:
+        content = score(experiment.tokenizer, src, forced, tgt_out)
+        result["forced_seq_acc"] = content["seq_acc"]
+        for length, row in result["per_length"].items():
+            row["forced_seq_acc"] = content["per_length"][length]["seq_acc"]
+    return result
 
 
 def check_evaluation_memory(

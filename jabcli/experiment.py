@@ -35,7 +35,8 @@ class Experiment:
     config: Config
     task: Task
     tokenizer: Tokenizer
-    scheme: PositionalScheme
+    src_scheme: PositionalScheme  # the encoder's positional scheme
+    tgt_scheme: PositionalScheme  # the decoder's
     model: ModelFns
 
     @classmethod
@@ -56,25 +57,37 @@ class Experiment:
                 f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}"
             )
         task.check_lengths(t.min_len, t.max_len)
-        scheme = get_scheme(m.pos_encoding)
-        scheme.check(m.d_model, m.num_heads)
+        src_scheme, tgt_scheme = schemes(config, task)
         config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
-        experiment = cls(config, task, tokenizer, scheme, build(m, scheme, len(tokenizer)))
+        model = build(m, src_scheme, tgt_scheme, len(tokenizer))
+        experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
         experiment.check_length(t.max_len, f"task.max_len {t.max_len}")
         return experiment
+
+    @property
+    def coupled(self) -> bool:
+        return self.tgt_scheme.coupled
 
     def decoder_length(self, max_len: int) -> int:
         """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""
         return self.task.output_length(max_len) + 1
 
+    def positions_needed(self, max_len: int) -> int:
+        """Model positions that sources of up to `max_len` symbols need."""
+        needed = self.task.positions_needed(max_len)
+        if self.coupled:
+            # Alignment indices run up to the longest answer (and <eos> step) or source.
+            needed = self.tgt_scheme.positions_needed(needed)
+        return needed
+
     def check_length(self, max_len: int, what: str) -> None:
         """Sources of up to `max_len` symbols must fit in the model's positions."""
-        needed = self.task.positions_needed(max_len)
+        needed = self.positions_needed(max_len)
         m = self.config.model
         if needed > m.max_positions:
             raise JabError(
                 f"{what} needs {needed} positions, but the model takes at most "
-                f"model.max_positions = {m.max_positions} ({m.pos_encoding} encoding)"
+                f"model.max_positions = {m.max_positions} ({m.positions} encoding)"
             )
 
     def sample(
@@ -99,9 +112,13 @@ class Experiment:
 
         A randomized draw takes, per sequence, as many as its source needs (length +
         <eos>) and as many as the longest answer that source can have: never the actual
-        answer's length, which would tell the decoder when to stop.
+        answer's length, which would tell the decoder when to stop. Coupled positions
+        follow the task's alignment, from the source alone.
         """
         limit = self.config.model.max_positions
+        if self.coupled:
+            source, answer = self.task.alignment(src, tgt_len)
+            return self.tgt_scheme.couple(source, answer, limit)
         if max(src.shape[1], tgt_len) > limit:  # shapes are static: checked while tracing
             raise JabError(
                 f"sequences of {max(src.shape[1], tgt_len)} tokens do not fit "
@@ -113,9 +130,32 @@ class Experiment:
         wide = min(max(tgt_len, self.decoder_length(src.shape[1] - 1)), limit)
         src_key, tgt_key = jax.random.split(key)
         return (
-            self.scheme.draw(src_key, src_counts, src.shape[1], limit),
-            self.scheme.draw(tgt_key, tgt_counts, wide, limit)[:, :tgt_len],
+            self.src_scheme.draw(src_key, src_counts, src.shape[1], limit),
+            self.tgt_scheme.draw(tgt_key, tgt_counts, wide, limit)[:, :tgt_len],
         )
+
+
+def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
+    """The encoder's and the decoder's positional schemes, checked against the model
+    and the task."""
+    m = config.model
+    both = get_scheme(m.pos_encoding)
+    src = get_scheme(m.src_pos_encoding, "model.src_pos_encoding") if m.src_pos_encoding else both
+    tgt = get_scheme(m.tgt_pos_encoding, "model.tgt_pos_encoding") if m.tgt_pos_encoding else both
+    for scheme in {src.name: src, tgt.name: tgt}.values():
+        scheme.check(m.d_model, m.num_heads)
+    if src.coupled != tgt.coupled:
+        raise JabError(
+            "coupled positions couple the two sides: set model.pos_encoding=coupled, "
+            "not one side's encoding"
+        )
+    if tgt.coupled and not task.aligned:
+        aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
+        raise JabError(
+            f"task {config.task.name} does not say which input symbol each answer symbol "
+            f"reads, so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
+        )
+    return src, tgt
 
 
 def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None) -> Task:

@@ -94,7 +94,7 @@ def default_lengths(runs: list[Loaded]) -> tuple[int, int]:
     high = 2 * max(c.task.max_len for c in configs)
     for one in runs:
         limit = one.experiment.config.model.max_positions
-        while high > low and one.experiment.task.positions_needed(high) > limit:
+        while high > low and one.experiment.positions_needed(high) > limit:
             high -= 1
     return low, high
 
@@ -113,8 +113,10 @@ def evaluate_run(
     max_len: int | None,
     seed: int,
     each_length: bool = False,
+    force_length: bool = False,
 ) -> dict[str, Any]:
-    """Held-out accuracy of a run; with `each_length`, `samples` at every length."""
+    """Held-out accuracy of a run; with `each_length`, `samples` at every length; with
+    `force_length`, also the exact match of answers decoded at their true length."""
     from jabcli.evaluate import evaluate
 
     cfg = loaded.experiment.config
@@ -130,6 +132,7 @@ def evaluate_run(
         min_len,
         max_len,
         each_length,
+        force_length,
     )
     if each_length:  # a data file may have no held-out pairs at some lengths
         result["missing_lengths"] = [
@@ -139,7 +142,7 @@ def evaluate_run(
         "run": str(loaded.run.path),
         "step": loaded.step,
         "task": t.name,
-        "pos_encoding": cfg.model.pos_encoding,
+        "pos_encoding": cfg.model.positions,
         "train_lengths": [t.min_len, t.max_len],
         "min_len": min_len,
         "max_len": max_len,
@@ -155,14 +158,18 @@ def evaluate_runs(
     max_len: int | None,
     seed: int,
     each_length: bool = False,
+    force_length: bool = False,
 ) -> dict[str, Any]:
     """`evaluate_run` of a run; of a group, every seed's on the same held-out sample,
     combined (see `combine`)."""
-    results = [evaluate_run(one, samples, min_len, max_len, seed, each_length) for one in seeds]
+    results = [
+        evaluate_run(one, samples, min_len, max_len, seed, each_length, force_length)
+        for one in seeds
+    ]
     return results[0] if len(results) == 1 else combine(str(path), results)
 
 
-FIGURES = ("token_acc", "seq_acc")
+FIGURES = ("token_acc", "seq_acc", "forced_seq_acc")
 
 
 def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -172,7 +179,7 @@ def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
 
     def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
         figures = {}
-        for name in FIGURES:
+        for name in (name for name in FIGURES if name in rows[0]):
             values = [row[name] for row in rows]
             figures[name] = float(np.median(values))
             figures[f"{name}_range"] = [min(values), max(values)]

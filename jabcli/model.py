@@ -25,7 +25,6 @@ from jabcli.positions import PositionalScheme, counting
 from jabcli.tokenizer import PAD_ID
 
 NEG_INF = -1e9
-CONTENT_ONLY = PositionalScheme()  # cross-attention: no positions (see positions.py)
 
 
 def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
@@ -186,7 +185,11 @@ class DecoderLayer(hk.Module):
             cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
         )
         self.cross_attn = MultiHeadAttention(
-            cfg.num_heads, cfg.d_model, CONTENT_ONLY, causal=False, name="cross_attention"
+            cfg.num_heads,
+            cfg.d_model,
+            scheme.cross_attention(),
+            causal=False,
+            name="cross_attention",
         )
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.self_block = Residual(cfg, name="self_attention_residual")
@@ -238,12 +241,16 @@ class Attention(NamedTuple):
 
 
 class Transformer(hk.Module):
-    """Token ids in, next-token logits out: src [B, S], tgt_in [B, T] -> [B, T, vocab]."""
+    """Token ids in, next-token logits out: src [B, S], tgt_in [B, T] -> [B, T, vocab].
+
+    The encoder follows `src_scheme`, the decoder `tgt_scheme` (which also chooses how
+    cross-attention sees positions)."""
 
     def __init__(
         self,
         cfg: ModelConfig,
-        scheme: PositionalScheme,
+        src_scheme: PositionalScheme,
+        tgt_scheme: PositionalScheme,
         vocab_size: int,
         name: str | None = "transformer",
     ):
@@ -258,23 +265,31 @@ class Transformer(hk.Module):
             w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
         )
         self.encoder_layers = [
-            EncoderLayer(cfg, scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
+            EncoderLayer(cfg, src_scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
         ]
         self.decoder_layers = [
-            DecoderLayer(cfg, scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
+            DecoderLayer(cfg, tgt_scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
-        self.position_vectors = scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        # One table when both sides share a scheme (a learned one is then shared too).
+        self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        self.tgt_vectors = (
+            self.src_vectors
+            if tgt_scheme is src_scheme
+            else tgt_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        )
         self.final_norms = [
             hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")
             for side in ("encoder", "decoder")
         ]
         self.to_logits = hk.Linear(vocab_size, name="to_logits")
 
-    def embed_tokens(self, ids: jax.Array, positions: jax.Array, is_training: bool) -> jax.Array:
+    def embed_tokens(
+        self, ids: jax.Array, positions: jax.Array, vectors, is_training: bool
+    ) -> jax.Array:
         """[B, T] ids at positions [B, T] -> [B, T, D] scaled embedding (+ position vectors)."""
         x = self.embed(ids) * np.sqrt(self.cfg.d_model)
-        if self.position_vectors is not None:
-            x = x + self.position_vectors(positions)
+        if vectors is not None:
+            x = x + vectors(positions)
         if is_training and self.cfg.dropout:
             x = hk.dropout(hk.next_rng_key(), self.cfg.dropout, x)
         return x
@@ -285,7 +300,7 @@ class Transformer(hk.Module):
         """src [B, S] at positions [B, S] (default 0, 1, ...)
         -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
         positions = counting(*src.shape) if positions is None else positions
-        x = self.embed_tokens(src, positions, is_training)
+        x = self.embed_tokens(src, positions, self.src_vectors, is_training)
         mask = padding_mask(src.shape[1], src)
         all_weights = []
         for layer in self.encoder_layers:
@@ -316,7 +331,7 @@ class Transformer(hk.Module):
         positions = counting(src.shape[0], query_len) if positions is None else positions
         src_positions = counting(*src.shape) if src_positions is None else src_positions
         here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
-        x = self.embed_tokens(tgt_in, here, is_training)
+        x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training)
         self_mask = causal_mask(query_len, positions.shape[1], index)
         cross_mask = padding_mask(query_len, src)
         caches = cache or [None] * len(self.decoder_layers)
@@ -381,11 +396,13 @@ class ModelFns(NamedTuple):
     decode_step: Callable
 
 
-def build(cfg: ModelConfig, scheme: PositionalScheme, vocab_size: int) -> ModelFns:
+def build(
+    cfg: ModelConfig, src_scheme: PositionalScheme, tgt_scheme: PositionalScheme, vocab_size: int
+) -> ModelFns:
     """Haiku-transform the model; every entry point shares the same parameters."""
 
     def fns():
-        model = Transformer(cfg, scheme, vocab_size)
+        model = Transformer(cfg, src_scheme, tgt_scheme, vocab_size)
 
         def init(src, tgt_in):
             return model(src, tgt_in, is_training=True)

@@ -5,7 +5,8 @@ A scheme is a small object with up to four jobs, each with a do-nothing default:
 - `vectors`: position vectors added to the token embeddings (sinusoidal, learned);
 - `rotate`: queries and keys turned by their positions inside attention (rope);
 - `score_bias`: a bias added to attention scores from query and key positions (alibi);
-- `draw`: which positions a sequence reads (0, 1, 2, ... or a random draw).
+- `draw`: which positions a sequence reads (0, 1, 2, ... or a random draw);
+- `cross_attention`: the scheme cross-attention uses (by default, none).
 
 The schemes:
 
@@ -25,8 +26,27 @@ The schemes:
   many positions a sequence draws depends only on its source (`Experiment.positions`),
   never on the answer's actual length, which the causal decoder must not be told.
 
-rope and alibi act inside self-attention only: cross-attention compares a target
-position with a source position, which carry no common origin.
+- `none`: no positional information ("NoPE"). On the decoder side the causal mask
+  still lets a model count; on the encoder side the source is a bag of symbols, which
+  is all sort needs.
+- `coupled`: position coupling (Cho et al. 2024). The task says which input symbol each
+  answer step reads (`Task.alignment`); the source token and the answer step get the
+  same position, first + s + index. <eos>, `+` and the step that writes <eos> share
+  position 0, far below every data position (which start at 2: most-significant-first
+  addition may ask for index -1; s is half of what `model.max_positions` leaves).
+  Positions act only through attention: every attention adds -|query position - key
+  position| to its scores, plus a learned bias per head for small offsets (`Distance`).
+  Cross-attention reads the input symbol aligned with each answer step and its
+  neighbours, self-attention looks at neighbours, and as only differences between
+  positions reach the model, nothing it computes depends on the length. (Sinusoidal
+  vectors at coupled positions, with a random s per training sequence as in the paper,
+  did worse on addition: see the README.)
+
+Except for `coupled`, cross-attention compares a target position with a source
+position that carry no common origin, so it is left without positions.
+
+`model.src_pos_encoding` and `model.tgt_pos_encoding` choose a scheme per side
+(`model.pos_encoding` sets both); `coupled` is both sides or neither.
 
 Positions are integer arrays [B, T] drawn once and passed to the model, so every
 scheme reads the same positions during training, full decoding and cached decoding.
@@ -71,6 +91,22 @@ class PositionalScheme:
     def draw(self, key: jax.Array, counts: jax.Array, width: int, max_positions: int) -> jax.Array:
         """[B, width] positions for rows that need `counts[b]` of them: 0, 1, 2, ..."""
         return counting(counts.shape[0], width)
+
+    @property
+    def coupled(self) -> bool:
+        """True when positions come from the task's alignment (`couple`), not `draw`."""
+        return False
+
+    def cross_attention(self) -> PositionalScheme:
+        """The scheme of cross-attention, between answer steps and source tokens."""
+        return CONTENT_ONLY
+
+
+class NoPositions(PositionalScheme):
+    name = "none"
+
+
+CONTENT_ONLY = NoPositions()
 
 
 class Sinusoidal(PositionalScheme):
@@ -121,14 +157,78 @@ class Randomized(Sinusoidal):
         return randomized_positions(key, counts, width, max_positions)
 
 
+class Distance(PositionalScheme):
+    """Cross-attention of coupled positions: scores fall by 1 per position of distance,
+    plus a learned bias per head for each offset within `window` of the aligned key, so
+    that one head can read the aligned symbol and another its neighbour (a carry). The
+    bias depends on offsets only: it means the same at every length."""
+
+    name = "distance"
+    window = 4
+
+    def score_bias(self, query_positions, key_positions, num_heads, causal):
+        shape = (num_heads, 2 * self.window + 1)
+        learned = hk.get_parameter("offset_bias", shape, init=jnp.zeros)
+        return distance_bias(query_positions, key_positions, learned)
+
+
+def distance_bias(
+    query_positions: jax.Array, key_positions: jax.Array, learned: jax.Array
+) -> jax.Array:
+    """[B, H, Tq, Tk] score biases -|query position - key position|, plus learned[h, offset
+    + W] for offsets within W = (learned.shape[1] - 1) / 2 of each other."""
+    window = (learned.shape[1] - 1) // 2
+    offset = query_positions[:, :, None] - key_positions[:, None, :]  # [B, Tq, Tk]
+    near = jnp.take(learned, jnp.clip(offset, -window, window) + window, axis=1)
+    near = jnp.where(jnp.abs(offset) <= window, near, 0.0).transpose(1, 0, 2, 3)
+    return near - jnp.abs(offset).astype(jnp.float32)[:, None]
+
+
+class Coupled(PositionalScheme):
+    name = "coupled"
+    first = 2  # data positions start here; 0 is <eos> and separators, 1 is index -1
+
+    @property
+    def coupled(self):
+        return True
+
+    def score_bias(self, query_positions, key_positions, num_heads, causal):
+        # Self-attention is local too: what a step attends to is the same at any length.
+        return DISTANCE.score_bias(query_positions, key_positions, num_heads, causal)
+
+    def cross_attention(self):
+        return DISTANCE
+
+    def couple(
+        self, source: jax.Array, answer: jax.Array, max_positions: int
+    ) -> tuple[jax.Array, jax.Array]:
+        """Alignment indices ([B, S], [B, T]; see Task.alignment) -> positions: 0 where
+        unaligned, else first + s + index, with s half of the room max_positions leaves:
+        far enough from 0 that no data position attends to <eos> or a separator."""
+        span = jnp.maximum(jnp.max(source, axis=1), jnp.max(answer, axis=1)) + 1
+        start = jnp.maximum(max_positions - self.first - span, 0) // 2
+
+        def place(index):
+            return jnp.where(index < -1, 0, self.first + start[:, None] + index).astype(jnp.int32)
+
+        return place(source), place(answer)
+
+    def positions_needed(self, span: int) -> int:
+        """Positions that alignment indices 0 .. span - 1 need."""
+        return self.first + span
+
+
+DISTANCE = Distance()
+
 SCHEMES: dict[str, PositionalScheme] = {
-    scheme.name: scheme for scheme in (Sinusoidal(), Learned(), Rope(), Alibi(), Randomized())
+    scheme.name: scheme
+    for scheme in (Sinusoidal(), Learned(), Rope(), Alibi(), Randomized(), CONTENT_ONLY, Coupled())
 }
 
 
-def get_scheme(name: str) -> PositionalScheme:
+def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
     if name not in SCHEMES:
-        raise JabError(f"model.pos_encoding must be one of {', '.join(SCHEMES)}, got {name!r}")
+        raise JabError(f"{key} must be one of {', '.join(SCHEMES)}, got {name!r}")
     return SCHEMES[name]
 
 

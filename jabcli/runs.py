@@ -330,7 +330,7 @@ class Run:
         return {
             "run": str(self.path),
             "task": cfg.task.name,
-            "pos_encoding": cfg.model.pos_encoding,
+            "pos_encoding": cfg.model.positions,
             "parameters": self.parameters(entries[-1]) if entries else None,
             "seeds": 1,
             "step": step,

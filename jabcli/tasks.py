@@ -17,6 +17,8 @@ import jax.numpy as jnp
 from jabcli.errors import JabError, suggest
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
+UNALIGNED = -2  # alignment index of tokens that read no input symbol (see Task.alignment)
+
 
 class Batch(NamedTuple):
     """Padded id arrays: `src` [batch, src_len], `tgt_in`/`tgt_out` [batch, tgt_len].
@@ -86,6 +88,31 @@ class Task:
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
         raise NotImplementedError
+
+    @property
+    def aligned(self) -> bool:
+        """Whether the task declares which input symbol each answer symbol reads."""
+        cls = type(self)
+        return cls.reads is not Task.reads or cls.alignment is not Task.alignment
+
+    def reads(self, steps: jax.Array, lengths: jax.Array) -> jax.Array:
+        """The input index answer step `steps` [1, W] reads, for sources of `lengths`
+        [B, 1]: [B, W]. Only tasks whose answer symbols are input symbols define it."""
+        raise NotImplementedError
+
+    def alignment(self, src: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:
+        """What coupled positions couple, known from the input alone so that it is known
+        while decoding: src [B, S] (source + <eos>) -> (an index per source token [B, S],
+        an index per answer step [B, width]). An answer step and the source tokens with
+        the same index are aligned; UNALIGNED marks <eos>, separators, the step that
+        writes <eos> and steps past it."""
+        lengths = jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1)[:, None]
+        source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
+        steps = columns(src, width)
+        answer = jnp.where(
+            steps < self.output_length(lengths), self.reads(steps, lengths), UNALIGNED
+        )
+        return source.astype(jnp.int32), answer.astype(jnp.int32)
 
     def sample(self, key: jax.Array, batch_size: int, min_len: int, max_len: int) -> Batch:
         """A training batch: lengths uniform in [min_len, max_len], symbols uniform."""
@@ -172,6 +199,9 @@ class Copy(Task):
     def targets(self, tokens, lengths):
         return tokens, lengths
 
+    def reads(self, steps, lengths):
+        return jnp.broadcast_to(steps, (lengths.shape[0], steps.shape[1]))
+
 
 class Reverse(Task):
     name = "reverse"
@@ -181,7 +211,10 @@ class Reverse(Task):
         return text[::-1]
 
     def targets(self, tokens, lengths):
-        return gather(tokens, lengths[:, None] - 1 - columns(tokens), lengths), lengths
+        return gather(tokens, self.reads(columns(tokens), lengths[:, None]), lengths), lengths
+
+    def reads(self, steps, lengths):
+        return lengths - 1 - steps
 
 
 class Duplicate(Task):
@@ -195,8 +228,11 @@ class Duplicate(Task):
         return 2 * length
 
     def targets(self, tokens, lengths):
-        index = columns(tokens, 2 * tokens.shape[1]) % jnp.maximum(lengths, 1)[:, None]
+        index = self.reads(columns(tokens, 2 * tokens.shape[1]), lengths[:, None])
         return gather(tokens, index, 2 * lengths), 2 * lengths
+
+    def reads(self, steps, lengths):
+        return steps % jnp.maximum(lengths, 1)
 
 
 @dataclass(frozen=True)
@@ -212,8 +248,10 @@ class Shift(Task):
         return text[k:] + text[:k]
 
     def targets(self, tokens, lengths):
-        index = (columns(tokens) + self.shift) % jnp.maximum(lengths, 1)[:, None]
-        return gather(tokens, index, lengths), lengths
+        return gather(tokens, self.reads(columns(tokens), lengths[:, None]), lengths), lengths
+
+    def reads(self, steps, lengths):
+        return (steps + self.shift) % jnp.maximum(lengths, 1)
 
 
 class OddsFirst(Task):
@@ -224,9 +262,11 @@ class OddsFirst(Task):
         return text[0::2] + text[1::2]
 
     def targets(self, tokens, lengths):
-        i, odds = columns(tokens), (lengths[:, None] + 1) // 2
-        index = jnp.where(i < odds, 2 * i, 2 * (i - odds) + 1)
-        return gather(tokens, index, lengths), lengths
+        return gather(tokens, self.reads(columns(tokens), lengths[:, None]), lengths), lengths
+
+    def reads(self, steps, lengths):
+        odds = (lengths + 1) // 2
+        return jnp.where(steps < odds, 2 * steps, 2 * (steps - odds) + 1)
 
 
 class Sort(Task):
@@ -304,6 +344,25 @@ class Addition(Task):
         order = i if self.reverse_answer else sum_len[:, None] - 1 - i
         answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.output_length(max_len)]
         return assemble(tokens, lengths, answer, sum_len, self.output_length(max_len) + 1)
+
+    def alignment(self, src, width):
+        """Digit k of each term (k = 0 least significant) and of the sum share index k.
+        Least significant first, answer step t writes digit t (and step m + 1, past the
+        longer term's m digits, the <eos> after a carry). Most significant first, the
+        sum has m or m + 1 digits, which the input alone does not tell: step t is given
+        index m - t, the digit it writes when the sum has m + 1 digits."""
+        plus_id = self.tokenizer.ids("+")[0]
+        i = columns(src)
+        lengths = jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1)[:, None]
+        a_len = jnp.argmax(src == plus_id, axis=1)[:, None]
+        significance = jnp.where(i < a_len, a_len - 1 - i, lengths - 1 - i)
+        digit = (i < lengths) & (i != a_len)
+        source = jnp.where(digit, significance, UNALIGNED)
+        longer = jnp.maximum(a_len, lengths - 1 - a_len)
+        steps = columns(src, width)
+        index = steps if self.reverse_answer else longer - steps
+        answer = jnp.where(steps <= longer + 1, index, UNALIGNED)
+        return source.astype(jnp.int32), answer.astype(jnp.int32)
 
 
 def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:

@@ -58,6 +58,30 @@ CASES = {
         "model.max_positions = 1024",
     ),
     "malformed lengths": (["eval", "--run", RUN, "--lengths", "5-x"], "--lengths takes a range"),
+    "coupled positions on a task without an alignment": (
+        ["train", "--task", "sort", "--set", "model.pos_encoding=coupled"],
+        "tasks that do: copy, reverse, duplicate, shift, odds_first, addition",
+    ),
+    "coupled positions on one side only": (
+        ["train", "--task", "copy", "--set", "model.tgt_pos_encoding=coupled"],
+        "set model.pos_encoding=coupled",
+    ),
+    "coupled positions beyond max_positions": (
+        [
+            "train",
+            "--task",
+            "copy",
+            "--set",
+            "model.pos_encoding=coupled",
+            "--set",
+            "model.max_positions=17",
+        ],
+        "needs 19 positions",
+    ),
+    "unknown encoding for one side": (
+        ["train", "--task", "sort", "--set", "model.src_pos_encoding=nope"],
+        "model.src_pos_encoding must be one of",
+    ),
     "compare with one run": (["compare", RUN], "two or more"),
     "layer out of range": (
         ["show-attention", "--run", RUN, "--layer", "3"],

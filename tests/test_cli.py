@@ -290,3 +290,39 @@ def test_the_shell_completes_task_names_and_run_folders(trained):
 
     assert complete("jab train --task re") == ["reverse"]
     assert "runs/tiny" in complete("jab eval --run ")
+
+
+def test_coupled_positions_answer_inputs_twice_as_long_as_any_trained_on(tmp_path):
+    coupled = ["--set", "model.pos_encoding=coupled", "--set", "task.max_len=10"]
+    jab("train", "--task", "reverse", *coupled, "--steps", "250", "--out", "runs/r", cwd=tmp_path)
+    out = jab(
+        "eval",
+        "--run",
+        "runs/r",
+        "--lengths",
+        "18-24",
+        "--samples",
+        "20",
+        "--force-length",
+        "--json",
+        cwd=tmp_path,
+    ).stdout
+    result = json.loads(out)
+    assert result["pos_encoding"] == "coupled"
+    assert result["seq_acc"] >= 0.9 and result["forced_seq_acc"] >= result["seq_acc"] - 0.05
+    assert all("forced_seq_acc" in row for row in result["per_length"].values())
+
+
+def test_eval_with_forced_length_shows_both_exact_matches_by_length(trained):
+    out = jab(
+        "eval",
+        "--run",
+        "runs/tiny",
+        "--lengths",
+        "4-7",
+        "--samples",
+        "20",
+        "--force-length",
+        cwd=trained,
+    ).stdout
+    assert "at the true length" in out and "at true length" in out

@@ -29,7 +29,7 @@ def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=2
         max_positions=64,
     )
     scheme = get_scheme(pos_encoding)
-    fns = build(cfg, scheme, VOCAB)
+    fns = build(cfg, scheme, scheme, VOCAB)
     fns = fns._replace(forward=jax.jit(fns.forward, static_argnames="is_training"))
     src = jnp.array([[5, 6, 7, 8, PAD_ID], [9, 10, PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
     tgt = jnp.array([[BOS_ID, 8, 7, 6, 5], [BOS_ID, 10, 9, PAD_ID, PAD_ID]], jnp.int32)
@@ -139,3 +139,21 @@ def test_a_batch_wider_than_the_model_positions_is_a_clear_error_not_nan():
     src = jnp.full((2, 30), 5, jnp.int32)
     with pytest.raises(JabError, match="model.max_positions = 20"):
         experiment.positions(jax.random.PRNGKey(0), src, 10)
+
+
+def test_forced_length_decoding_writes_eos_exactly_at_the_given_length():
+    fns, params, _, _, scheme = make()
+    src = jnp.array([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID], [PAD_ID] * 4], jnp.int32)
+    positions = (jnp.tile(jnp.arange(4), (3, 1)), jnp.tile(jnp.arange(8), (3, 1)))
+    lengths = jnp.array([6, 1, 0])
+    for decode in (greedy_decode, greedy_decode_full):
+        out = np.asarray(decode(fns, params, src, 8, *positions, lengths))
+        assert list(np.argmax(out[:2] == EOS_ID, axis=1)) == [6, 1]
+        assert np.all(out[0, :6] != EOS_ID) and np.all(out[0, 7:] == PAD_ID)
+        assert np.all(out[2] == PAD_ID)  # a filler row still gets no answer
+    free = np.asarray(greedy_decode(fns, params, src, 8, *positions))
+    forced = np.asarray(greedy_decode(fns, params, src, 8, *positions, lengths))
+    # Until its true length a row writes what it would have written unforced, or, where
+    # the free answer ended early, the best symbol that is not <eos>.
+    stop = np.argmax(free[0] == EOS_ID) if EOS_ID in free[0] else 8
+    np.testing.assert_array_equal(forced[0, : min(stop, 6)], free[0, : min(stop, 6)])

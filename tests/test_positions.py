@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jabcli.positions import SCHEMES, alibi_bias, randomized_positions, rope
+from jabcli.positions import SCHEMES, alibi_bias, distance_bias, randomized_positions, rope
 
 
 def test_rope_scores_depend_only_on_the_offset_between_positions():
@@ -81,3 +81,95 @@ def test_alibi_lets_the_encoder_tell_a_key_on_the_left_from_one_on_the_right():
     # Farther is still penalized more, on either side.
     assert np.all(np.diff(bias[:, query, : query + 1], axis=-1) > 0)
     assert np.all(np.diff(bias[:, query, query:], axis=-1) < 0)
+
+
+def coupled(task="reverse", *sets):
+    from jabcli.experiment import resolve
+
+    experiment = resolve(task, sets=["model.pos_encoding=coupled", *sets])
+    batch = experiment.sample(jax.random.PRNGKey(1), 8)
+    params = experiment.model.init(jax.random.PRNGKey(2), batch.src, batch.tgt_in)
+    # Larger weights than at initialisation, so that logits vary from step to step.
+    return experiment, batch, jax.tree_util.tree_map(lambda w: 3 * w, params)
+
+
+def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding():
+    experiment, batch, params = coupled()
+    fns, width = experiment.model, batch.tgt_in.shape[1]
+    src_positions, tgt_positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
+    # Another key (training draws one per step) gives the same positions.
+    again = experiment.positions(jax.random.PRNGKey(3), batch.src, width)
+    np.testing.assert_array_equal(again[0], src_positions)
+    np.testing.assert_array_equal(again[1], tgt_positions)
+    # The answer step at index t of a reverse reads input symbol n - 1 - t, by position.
+    lengths = np.sum(np.asarray(batch.src) > 2, axis=1)
+    for row, n in enumerate(lengths):
+        src_row, tgt_row = np.asarray(src_positions[row]), np.asarray(tgt_positions[row])
+        np.testing.assert_array_equal(tgt_row[:n], src_row[:n][::-1])
+        assert src_row[n] == tgt_row[n] == 0 and src_row[:n].min() > 100
+    # Teacher-forced logits (training, full decoding) equal cached step-by-step logits.
+    logits, _ = fns.forward(
+        params,
+        None,
+        batch.src,
+        batch.tgt_in,
+        src_positions=src_positions,
+        tgt_positions=tgt_positions,
+    )
+    memory = fns.encode(params, None, batch.src, src_positions)
+    cache = fns.init_cache(params, None, memory, src_positions, width)
+    for index in range(width):
+        step_logits, cache = fns.decode_step(
+            params,
+            None,
+            batch.tgt_in[:, index],
+            index,
+            cache,
+            batch.src,
+            tgt_positions,
+            src_positions,
+        )
+        real = np.asarray(batch.tgt_out[:, index] != 0)
+        np.testing.assert_allclose(step_logits[real], logits[real, index], atol=2e-4)
+
+
+def test_coupled_cross_attention_favours_the_aligned_input_symbol_at_any_length():
+    experiment, batch, params = coupled()
+    key = jax.random.PRNGKey(0)
+    src_positions, tgt_positions = experiment.positions(key, batch.src, batch.tgt_in.shape[1])
+    bias = np.asarray(distance_bias(tgt_positions, src_positions, jnp.zeros((4, 9))))
+    aligned = np.asarray(tgt_positions)[:, :, None] == np.asarray(src_positions)[:, None, :]
+    assert np.all(bias[:, 0][aligned] == 0) and np.all(bias[:, 0][~aligned] <= -1)
+    # A learned bias for an offset means the same far from the origin: head 1 favours
+    # the key one position before the query, at 3 and at 300.
+    learned = jnp.zeros((2, 9)).at[1, 4 + 1].set(5.0)
+    for query in (3, 300):
+        keys = jnp.arange(query - 6, query + 6)[None]
+        row = np.asarray(distance_bias(jnp.array([[query]]), keys, learned))[0, :, 0]
+        assert keys[0, np.argmax(row[1])] == query - 1 and keys[0, np.argmax(row[0])] == query
+
+
+def test_no_source_positions_make_the_encoder_blind_to_order():
+    """Permuting the input symbols permutes the encoder's outputs and changes no answer
+    logit with src_pos_encoding=none; with sinusoidal it does change them."""
+    from jabcli.experiment import resolve
+
+    outputs = {}
+    for encoding in ("none", "sinusoidal"):
+        experiment = resolve("sort", sets=[f"model.src_pos_encoding={encoding}"])
+        batch = experiment.sample(jax.random.PRNGKey(5), 4, 9, 9)
+        params = experiment.model.init(jax.random.PRNGKey(6), batch.src, batch.tgt_in)
+        order = np.r_[np.random.default_rng(0).permutation(9), 9]  # <eos> stays last
+        memory = experiment.model.encode(params, None, batch.src)
+        shuffled = experiment.model.encode(params, None, batch.src[:, order])
+        logits, _ = experiment.model.forward(params, None, batch.src, batch.tgt_in)
+        logits_shuffled, _ = experiment.model.forward(
+            params, None, batch.src[:, order], batch.tgt_in
+        )
+        outputs[encoding] = (memory[:, order], shuffled, logits, logits_shuffled)
+    memory, shuffled, logits, logits_shuffled = outputs["none"]
+    np.testing.assert_allclose(memory, shuffled, atol=1e-5)
+    np.testing.assert_allclose(logits, logits_shuffled, atol=1e-4)
+    memory, shuffled, logits, logits_shuffled = outputs["sinusoidal"]
+    assert not np.allclose(memory, shuffled, atol=1e-3)
+    assert not np.allclose(logits, logits_shuffled, atol=1e-3)

@@ -59,3 +59,62 @@ def test_addition_numbers_have_no_leading_zeros():
 def test_addition_rejects_inputs_that_are_not_sums():
     with pytest.raises(JabError, match="57\\+68"):
         TASKS["addition"]().check_input("5768")
+
+
+ALIGNED = [
+    ("copy", {}),
+    ("reverse", {}),
+    ("duplicate", {}),
+    ("shift", {"shift": 3}),
+    ("odds_first", {}),
+]
+
+
+@pytest.mark.parametrize("name, options", ALIGNED, ids=lambda v: str(v) if v else "")
+def test_each_answer_symbol_is_the_input_symbol_its_alignment_names(name, options):
+    task, tok = configured(name, options), Tokenizer()
+    batch = task.sample(jax.random.PRNGKey(1), 256, 1, 12)
+    src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
+    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    for s, o, source_index, answer_index in zip(src, tgt_out, source, answer):
+        text = tok.decode(s)
+        expected = task.solve(text)
+        assert tok.decode(o) == expected
+        reads = {int(i): tok.decode([symbol]) for i, symbol in zip(source_index, s) if i >= 0}
+        assert len(reads) == len(text)  # every input symbol has an index of its own
+        aligned = "".join(reads[int(i)] for i in answer_index[: len(expected)])
+        assert aligned == expected
+        assert np.all(answer_index[len(expected) :] < 0)  # the <eos> step reads no symbol
+        assert source_index[len(text)] < 0  # nor is the source's <eos> a symbol
+
+
+@pytest.mark.parametrize("reverse_answer", [True, False])
+def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
+    task, tok = configured("addition", {"reverse_answer": reverse_answer}), Tokenizer()
+    batch = task.sample(jax.random.PRNGKey(4), 256, 3, 14)
+    src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
+    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    for s, source_index, answer_index in zip(src, source, answer):
+        text = tok.decode(s)
+        a, _, b = text.partition("+")
+        digits = {}  # index -> the digits aligned there, least significant first
+        for i, symbol in zip(source_index, tok.decode(s[: len(text)])):
+            assert (i < 0) == (symbol == "+")
+            if i >= 0:
+                digits.setdefault(int(i), []).append(symbol)
+        for k in range(max(len(a), len(b))):
+            assert digits[k] == [n[-1 - k] for n in (a, b) if k < len(n)]
+        total = str(int(a) + int(b))
+        for step, digit in enumerate(task.solve(text)):
+            significance = step if reverse_answer else len(total) - 1 - step
+            # Most significant first, the index assumes a carry out of the top digit: it
+            # is the digit's significance, or one more when there was no carry.
+            carry_out = len(total) > max(len(a), len(b))
+            expected = significance if reverse_answer or carry_out else significance + 1
+            assert answer_index[step] == expected
+            assert digit == total[-1 - significance]
+
+
+def test_only_tasks_whose_answers_are_input_symbols_declare_an_alignment():
+    aligned = {name for name, cls in TASKS.items() if cls().aligned}
+    assert aligned == {"copy", "reverse", "duplicate", "shift", "odds_first", "addition"}
