@@ -210,6 +210,7 @@ def tasks_command(
                 "alphabet": preset.task.alphabet if preset else task.default_alphabet,
                 "min_len": preset.task.min_len if preset else None,
                 "max_len": preset.task.max_len if preset else None,
+                "aligned": task().aligned,
             }
         )
     if as_json:

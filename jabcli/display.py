@@ -67,11 +67,14 @@ def facts(rows: list[tuple[str, str]]) -> Table:
 
 def task_table(rows: list[dict[str, Any]]) -> Group:
     table = Table()
-    for column in ("name", "description", "alphabet", "lengths"):
+    for column in ("name", "description", "alphabet", "lengths", "coupled"):
         table.add_column(column, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["description"], r["alphabet"], f"{r['min_len']}-{r['max_len']}")
-    return titled("Built-in tasks", table)
+        lengths = f"{r['min_len']}-{r['max_len']}"
+        coupled = "yes" if r["aligned"] else "-"
+        table.add_row(r["name"], r["description"], r["alphabet"], lengths, coupled)
+    key = "coupled: whether model.pos_encoding=coupled applies (the task has an alignment)"
+    return titled("Built-in tasks", Group(table, Text(key, style="dim")))
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Group:
@@ -87,6 +90,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
         elif best is not None:
             best = percent(best)
         params = f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
+        if r.get("flops_per_step"):
+            params += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
         seeds = plural(r["seeds"], "seed")
         table.add_row(
             Text(f"{r['run']}\n{(r['created'] or '-').replace('T', ' ')}"),
@@ -130,16 +135,18 @@ class TrainView(Observer):
     def note(self, message: str) -> None:
         say(message)
 
-    def begin(self, path, experiment, start_step: int, parameters: int) -> None:
+    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
         cfg = experiment.config
         self.target = cfg.train.target_seq_acc
         seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
+        each = " each" if cfg.train.seeds > 1 else ""
+        cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
         console.print(
             Text.assemble(
                 f"Training {seeds}",
                 (cfg.task.name, "bold"),
                 f" (lengths {cfg.task.min_len}-{cfg.task.max_len}) into {path} on {jax_devices()}"
-                f"; {parameters:,} parameters" + (" each" if cfg.train.seeds > 1 else ""),
+                f"; {parameters:,} parameters{cost}{each}",
             )
         )
         self.bar = self.progress.add_task(

@@ -158,7 +158,7 @@ class Randomized(Sinusoidal):
 
 
 class Distance(PositionalScheme):
-    """Cross-attention of coupled positions: scores fall by 1 per position of distance,
+    """Attention between coupled positions: scores fall by 1 per position of distance,
     plus a learned bias per head for each offset within `window` of the aligned key, so
     that one head can read the aligned symbol and another its neighbour (a carry). The
     bias depends on offsets only: it means the same at every length."""

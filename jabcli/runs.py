@@ -332,6 +332,7 @@ class Run:
             "task": cfg.task.name,
             "pos_encoding": cfg.model.positions,
             "parameters": self.parameters(entries[-1]) if entries else None,
+            "flops_per_step": entries[-1].get("flops_per_step") if entries else None,
             "seeds": 1,
             "step": step,
             "steps": cfg.train.steps,
@@ -422,7 +423,12 @@ class Run:
         return manifest
 
     def save_checkpoint(
-        self, arrays: dict[str, np.ndarray], step: int, eval_seq_acc: float | None, keep: int
+        self,
+        arrays: dict[str, np.ndarray],
+        step: int,
+        eval_seq_acc: float | None,
+        keep: int,
+        flops_per_step: float | None = None,
     ) -> None:
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -438,6 +444,7 @@ class Run:
                 "sha256": sha256(data),
                 "eval_seq_acc": eval_seq_acc,
                 "config": self.fingerprint,
+                "flops_per_step": flops_per_step,
             }
         )
         entries.sort(key=lambda e: e["step"])

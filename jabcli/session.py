@@ -39,9 +39,17 @@ class Observer:
     """What a training session reports, as it happens; every method may be left out.
     Records and results come as lists with one entry per seed (one for a plain run)."""
 
-    def begin(self, path: Path, experiment: Experiment, start_step: int, parameters: int) -> None:
+    def begin(
+        self,
+        path: Path,
+        experiment: Experiment,
+        start_step: int,
+        parameters: int,
+        flops: float | None = None,
+    ) -> None:
         """Training into `path` (a run, or a group of seeds) starts or resumes, with a
-        model of `parameters` parameters (each seed's)."""
+        model of `parameters` parameters and `flops` per training step (each seed's;
+        None when XLA does not say)."""
 
     def note(self, message: str) -> None:
         """Something worth telling: resuming, a broken checkpoint skipped."""
@@ -264,7 +272,9 @@ def _loop(
         step = trainer.step
         for n, (run, state) in enumerate(zip(seeds, trainer.states())):
             accuracy = results[n]["seq_acc"] if results else None
-            run.save_checkpoint(state_to_arrays(state), step, accuracy, keep=tr.keep_checkpoints)
+            run.save_checkpoint(
+                state_to_arrays(state), step, accuracy, tr.keep_checkpoints, trainer.flops
+            )
         saved_step = step
 
     def on_eval(results: list[dict[str, Any]]) -> None:
@@ -276,7 +286,7 @@ def _loop(
             run.append_metrics(record)
         observer.log(records)
 
-    observer.begin(path, experiment, trainer.step, trainer.parameters)
+    observer.begin(path, experiment, trainer.step, trainer.parameters, trainer.flops)
     try:
         outcome = trainer.run(on_log=on_log, on_eval=on_eval, should_stop=stop)
     except FloatingPointError as err:

@@ -191,6 +191,20 @@ def stack(states: list[TrainingState]) -> TrainingState:
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
 
+def flops_per_step(compiled, seeds: int) -> float | None:
+    """One seed's floating-point operations per training step, from XLA's cost analysis
+    of the compiled chunk, or None where the backend gives none. The chunk's steps are
+    a loop, whose body (one step of every seed) the analysis counts once."""
+    try:
+        costs = compiled.cost_analysis()
+    except Exception:  # backends without a cost model raise various errors
+        return None
+    if isinstance(costs, list):  # older JAX: one dict per computation
+        costs = costs[0] if costs else {}
+    flops = (costs or {}).get("flops")
+    return float(flops) / seeds if flops and flops > 0 else None
+
+
 class Trainer:
     """The Python loop: chunks of jitted steps, periodic evaluation, early stop.
 
@@ -229,6 +243,7 @@ class Trainer:
         )
         self.parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
         self.chunk = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+        self.flops = flops_per_step(self.chunk, tr.seeds)
         memory.check(
             memory.program_bytes(self.chunk) + state_bytes,
             "a training step",

@@ -245,6 +245,9 @@ def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, 
     assert (tiny["task"], tiny["step"], tiny["steps"], tiny["seeds"]) == ("copy", 300, 300, 1)
     assert tiny["state"] in ("finished", "target reached")
     assert tiny["parameters"] > 1000 and tiny["created"] and tiny["train_s"] > 0
+    # A step multiplies every weight by each of 32 sequences, forward and backward: at
+    # least 2 x 3 x parameters x 32 operations, and not 50 steps' worth (a chunk).
+    assert 6 * 32 < tiny["flops_per_step"] / tiny["parameters"] < 6 * 32 * 24
     assert 0.0 < tiny["best_eval_seq_acc"] <= 1.0
     assert "runs/tiny" in shown and "running" in shown
 
