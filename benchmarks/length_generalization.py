@@ -1,20 +1,27 @@
 """Did it learn the algorithm, or the lengths it saw? A study you can rerun.
 
-Trains reverse, copy and sort on inputs of length 1-16 with each positional encoding
-(`model.pos_encoding`), everything else as in the task's preset, for the preset's
-step budget with no early stop, then measures exact match on fresh held-out inputs at
-every length 1-64 and reports it over 1-16 (the training range), 17-32 and 33-64.
-Every (task, encoding) pair trains --seeds models (3 by default) side by side, as
+Every row trains a task on inputs of length 1-16 with one positional encoding setting,
+everything else as in the task's preset, for a fixed number of steps with no early stop,
+then measures exact match on fresh held-out inputs at every length up to --longest
+(128), both as decoded and with the answer's true length imposed (`jab eval
+--force-length`), and reports it over 1-16 (the training range), 17-32, 33-64 and
+65-128. Every row trains --seeds models (3 by default) side by side, as
 `jab train --seeds` does, and every figure is their median [min-max].
 
-    python benchmarks/length_generalization.py            # the full study (~30 min, 2 cores)
-    python benchmarks/length_generalization.py --quick    # a smoke test of the script
-    python benchmarks/length_generalization.py --encodings randomized \
-        --set model.max_positions=128 --out randomized-128.json   # one variation
+The rows: the grid of reverse, copy and sort with each classic encoding (--tasks,
+--encodings, --steps), and EXTRA_ROWS: coupled positions on every task that has an
+alignment, and sort with no source positions.
 
-Each (task, encoding) pair trains in its own process; `--jobs 2` (the default) runs two
-at a time, which suits XLA on CPU, where a model this small keeps about one core busy.
-Results go to benchmarks/length_generalization.json with the accuracy at every length.
+    python benchmarks/length_generalization.py                # grid and extra rows
+    python benchmarks/length_generalization.py --rows --merge # only the extra rows,
+                                                              # merged into the JSON
+    python benchmarks/length_generalization.py --rows coupled --merge   # some of them
+    python benchmarks/length_generalization.py --quick        # a smoke test of the script
+
+Rows train in processes of their own, `--jobs 2` (the default) at a time, which suits
+XLA on CPU, where a model this small keeps about one core busy. Results go to
+benchmarks/length_generalization.json, written after every row, with the accuracy at
+every length; `--print FILE` prints the table of a results file.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import platform
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,26 +47,17 @@ OUT = Path(__file__).with_name("length_generalization.json")
 # The study's rows beyond the encodings x TASKS grid: (row name, task, settings, steps).
 # Coupled positions solve in a few hundred steps; addition needs more.
 ADDITION_REVERSED = ["task.reverse_answer=true"]
-EXTRA_ROWS = [  # the longest first, so that two at a time finish together
+EXTRA_ROWS = [
     (
         "addition (reversed answer) coupled",
         "addition",
         ["model.pos_encoding=coupled", *ADDITION_REVERSED],
-        6000,
+        3000,
     ),
-    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 6000),
+    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 3000),
     *(
-        (
-            f"addition (reversed answer) {e}",
-            "addition",
-            [f"model.pos_encoding={e}", *ADDITION_REVERSED],
-            3000,
-        )
-        for e in ("sinusoidal", "randomized")
-    ),
-    *(
-        (f"duplicate {e}", "duplicate", [f"model.pos_encoding={e}"], 2000)
-        for e in ("sinusoidal", "randomized")
+        (f"{task} coupled", task, ["model.pos_encoding=coupled"], 400)
+        for task in ("duplicate", "copy", "reverse", "shift", "odds_first")
     ),
     ("sort none/none", "sort", ["model.pos_encoding=none"], 2000),
     (
@@ -67,10 +65,6 @@ EXTRA_ROWS = [  # the longest first, so that two at a time finish together
         "sort",
         ["model.src_pos_encoding=none", "model.tgt_pos_encoding=randomized"],
         2000,
-    ),
-    *(
-        (f"{task} coupled", task, ["model.pos_encoding=coupled"], 600)
-        for task in ("copy", "reverse", "duplicate", "shift", "odds_first")
     ),
 ]
 
@@ -91,11 +85,12 @@ def study_one(
 
     from jabcli.evaluate import evaluate
     from jabcli.experiment import resolve
+    from jabcli.tasks import TASKS
     from jabcli.training import Trainer
 
     sets = [
         *settings,
-        "task.min_len=1",
+        f"task.min_len={TASKS[task].min_length}",  # 1, or 3 for addition (1+2)
         "task.max_len=16",
         f"train.eval_every={steps}",  # evaluate once, at the end
         "train.target_seq_acc=1.0",
@@ -170,8 +165,9 @@ def main() -> None:
         help="train only the rows whose name contains one of these words "
         "(e.g. coupled); without words, no grid rows and every extra row",
     )
+    parser.add_argument("--grid-only", action="store_true", help="leave out the extra rows")
     parser.add_argument("--steps", type=int, default=2000, help="training steps per grid model")
-    parser.add_argument("--samples", type=int, default=30, help="held-out inputs per length")
+    parser.add_argument("--samples", type=int, default=20, help="held-out inputs per length")
     parser.add_argument("--longest", type=int, default=128, help="longest input evaluated")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--seeds", type=int, default=3, help="models per row")
@@ -193,7 +189,7 @@ def main() -> None:
         (f"{t} {e}", t, [f"model.pos_encoding={e}"], args.steps)
         for t in args.tasks
         for e in args.encodings
-    ] + EXTRA_ROWS
+    ] + ([] if args.grid_only else EXTRA_ROWS)
     if args.rows is not None:
         rows = [r for r in EXTRA_ROWS if not args.rows or any(w in r[0] for w in args.rows)]
     if args.quick:
@@ -205,6 +201,20 @@ def main() -> None:
         file=sys.stderr,
     )
     tic = time.perf_counter()
+    report = {
+        "command": "python benchmarks/length_generalization.py"
+        + (" --quick" if args.quick else ""),
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{multiprocessing.cpu_count()} cores",
+        "samples_per_length": args.samples,
+        "train_lengths": [1, 16],
+        "seed": args.seed,
+        "seeds": args.seeds,
+        "set": args.set,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    old = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
+    results = []
     context = multiprocessing.get_context("spawn")  # JAX does not survive fork
     with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
         futures = [
@@ -222,38 +232,28 @@ def main() -> None:
             )
             for name, task, sets, steps in rows
         ]
-        results = []
-        for future in futures:
+        for future in as_completed(futures):  # saved after every row: nothing is lost
             results.append(future.result())
             r = results[-1]
             print(
                 f"  {r['name']:40} {r['train_s']:6.0f} s training, {r['eval_s']:5.0f} s eval",
                 file=sys.stderr,
             )
-    report = {
-        "command": "python benchmarks/length_generalization.py"
-        + (" --quick" if args.quick else ""),
-        "machine": f"{platform.processor() or platform.machine()}, "
-        f"{multiprocessing.cpu_count()} cores",
-        "samples_per_length": args.samples,
-        "train_lengths": [1, 16],
-        "seed": args.seed,
-        "seeds": args.seeds,
-        "set": args.set,
-        "wall_s": time.perf_counter() - tic,
-        "results": results,
-    }
-    if args.merge and args.out.exists():
-        old = json.loads(args.out.read_text())
-        names = {r["name"] for r in results}
-        kept = [r for r in old["results"] if row_name(r) not in names]
-        report = {
-            **old,
-            "results": kept + results,
-            "runs": old.get("runs", []) + [{k: v for k, v in report.items() if k != "results"}],
-        }
-    args.out.write_text(json.dumps(report, indent=1))
-    print_table(report)
+            report["wall_s"] = time.perf_counter() - tic
+            write(args.out, report, results, old)
+    print_table(json.loads(args.out.read_text()))
+
+
+def write(out: Path, report: dict, results: list[dict], old: dict | None) -> None:
+    """The report with these results; merged into `old`, replacing rows of the same name."""
+    if old is None:
+        out.write_text(json.dumps({**report, "results": results}, indent=1))
+        return
+    names = {r["name"] for r in results}
+    kept = [r for r in old["results"] if row_name(r) not in names]
+    runs = [run for run in old.get("runs", []) if run.get("started") != report["started"]]
+    merged = {**old, "results": kept + results, "runs": runs + [report]}
+    out.write_text(json.dumps(merged, indent=1))
 
 
 def row_name(result: dict) -> str:

@@ -40,7 +40,7 @@ The schemes:
   neighbours, self-attention looks at neighbours, and as only differences between
   positions reach the model, nothing it computes depends on the length. (Sinusoidal
   vectors at coupled positions, with a random s per training sequence as in the paper,
-  did worse on addition: see the README.)
+  did worse in single-seed trials on addition; a 3-seed comparison is still owed.)
 
 Except for `coupled`, cross-attention compares a target position with a source
 position that carry no common origin, so it is left without positions.

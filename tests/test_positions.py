@@ -108,7 +108,7 @@ def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding():
         np.testing.assert_array_equal(tgt_row[:n], src_row[:n][::-1])
         assert src_row[n] == tgt_row[n] == 0 and src_row[:n].min() > 100
     # Teacher-forced logits (training, full decoding) equal cached step-by-step logits.
-    logits, _ = fns.forward(
+    logits, _ = jax.jit(fns.forward)(
         params,
         None,
         batch.src,
@@ -118,8 +118,9 @@ def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding():
     )
     memory = fns.encode(params, None, batch.src, src_positions)
     cache = fns.init_cache(params, None, memory, src_positions, width)
+    decode_step = jax.jit(fns.decode_step)  # one compilation, not op-by-op per step
     for index in range(width):
-        step_logits, cache = fns.decode_step(
+        step_logits, cache = decode_step(
             params,
             None,
             batch.tgt_in[:, index],
