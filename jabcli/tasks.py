@@ -106,7 +106,7 @@ class Task:
         an index per answer step [B, width]). An answer step and the source tokens with
         the same index are aligned; UNALIGNED marks <eos>, separators, the step that
         writes <eos> and steps past it."""
-        lengths = jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1)[:, None]
+        lengths = source_lengths(src)[:, None]
         source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
         steps = columns(src, width)
         answer = jnp.where(
@@ -162,6 +162,11 @@ def source_array(tokens: jax.Array, lengths: jax.Array) -> jax.Array:
     padded = jnp.pad(tokens, ((0, 0), (0, 1)), constant_values=PAD_ID)
     at_end = jnp.arange(padded.shape[1])[None, :] == lengths[:, None]
     return jnp.where(at_end, EOS_ID, padded).astype(jnp.int32)
+
+
+def source_lengths(src: jax.Array) -> jax.Array:
+    """[batch] the number of symbols in each row of `source_array`'s output."""
+    return jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1)
 
 
 def decoder_arrays(
@@ -353,7 +358,7 @@ class Addition(Task):
         index m - t, the digit it writes when the sum has m + 1 digits."""
         plus_id = self.tokenizer.ids("+")[0]
         i = columns(src)
-        lengths = jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1)[:, None]
+        lengths = source_lengths(src)[:, None]
         a_len = jnp.argmax(src == plus_id, axis=1)[:, None]
         significance = jnp.where(i < a_len, a_len - 1 - i, lengths - 1 - i)
         digit = (i < lengths) & (i != a_len)
