@@ -54,7 +54,7 @@ EXTRA_ROWS = [
         ["model.pos_encoding=coupled", *ADDITION_REVERSED],
         3000,
     ),
-    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 3000),
+    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 6000),  # the preset's steps
     *(
         (f"{task} coupled", task, ["model.pos_encoding=coupled"], 400)
         for task in ("duplicate", "copy", "reverse", "shift", "odds_first")

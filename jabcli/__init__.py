@@ -6,7 +6,19 @@ From Python (see jabcli/api.py): `import jabcli as jab`, then `jab.train(...)`,
 
 __version__ = "0.1.0"
 
-API = ("train", "load", "Run", "Result", "Predictions", "Attention", "JabError")
+API = (
+    "train",
+    "load",
+    "compare",
+    "curves",
+    "Run",
+    "Result",
+    "Comparison",
+    "Predictions",
+    "Curves",
+    "Attention",
+    "JabError",
+)
 
 
 def __getattr__(name: str):

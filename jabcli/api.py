@@ -8,13 +8,16 @@
     run.predict(["12345"])                               # answers, right or wrong
     attn = run.attention("12345", kind="cross", layer=-1)  # numpy weights, token labels
     run.metrics()                                        # the rows of metrics.jsonl
+    run.curve("eval_seq_acc")                            # a picture in Jupyter
+    jab.compare([run_a, run_b], lengths=(1, 32))         # exact match by length, side by side
+    jab.curves([run_a, run_b], "loss")                   # several runs' curves overlaid
 
-Mistakes raise `JabError` with the message the command line prints.
+Training shows its progress in place in a notebook. Mistakes raise `JabError` with the
+message the command line prints.
 """
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,19 @@ from jabcli import inspection, runs
 from jabcli.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.errors import JabError
 
-__all__ = ["Attention", "JabError", "Predictions", "Result", "Run", "load", "train"]
+__all__ = [
+    "Attention",
+    "Comparison",
+    "Curves",
+    "JabError",
+    "Predictions",
+    "Result",
+    "Run",
+    "compare",
+    "curves",
+    "load",
+    "train",
+]
 
 
 def train(
@@ -38,14 +53,19 @@ def train(
 ) -> Run:
     """`jab train --task TASK [--steps] [--seed] [--seeds] [--set KEY=VALUE]... [--out]`,
     with a progress bar (in a notebook too); returns the trained run."""
-    from jabcli import runtime, session
-    from jabcli.display import TrainView
+    from jabcli import notebook, runtime, session
     from jabcli.experiment import resolve
 
     runtime.configure()
     sets = [f"{key}={value}" for key, value in (overrides or {}).items()]
     experiment = resolve(task, None, sets, steps, seed, seeds)
-    outcome = session.start(experiment, Path(out) if out is not None else None, TrainView())
+    if notebook.in_notebook():
+        view = notebook.NotebookView()
+    else:
+        from jabcli.display import TrainView
+
+        view = TrainView()
+    outcome = session.start(experiment, Path(out) if out is not None else None, view)
     return Run(outcome.path)
 
 
@@ -102,19 +122,24 @@ class Run:
     def attention(
         self, text: str | None = None, kind: str = "cross", layer: int = -1, checkpoint="latest"
     ) -> Attention:
-        """One layer's attention while answering `text`, as `jab show-attention`."""
+        """One layer's attention while answering `text` (default: a random held-out
+        input), as `jab show-attention`; `layer` -1 is the last."""
         from jabcli import runtime
 
         runtime.configure()
         loaded = inspection.load(self.path, checkpoint)
         layers = loaded.experiment.config.model.num_layers
         if not -layers <= layer < layers:
-            raise JabError(f"layer must be between 0 and {layers - 1} (or -1), got {layer}")
+            raise JabError(
+                f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"
+            )
         picture = inspection.attention(loaded, text, kind)
         return Attention(
             picture.kind,
             picture.input,
             picture.answer,
+            picture.expected,
+            layer % layers,
             np.asarray(picture.weights[layer]),
             picture.rows,
             picture.cols,
@@ -124,45 +149,83 @@ class Run:
         """The records of metrics.jsonl (of a group: its first seed's)."""
         return runs.open_runs(self.path)[1][0].read_metrics()
 
-    def curve(self, metric: str = "loss") -> inspection.Curve:
+    def curve(self, metric: str = "loss") -> Curves:
         """A metric by step (a group: median, min and max), as `jab curves` draws it."""
-        return inspection.curve(self.path, metric)
+        return curves([self.path], metric)
+
+
+def curves(paths: list[str | Path], metric: str = "loss") -> Curves:
+    """`jab curves`: a metric by step for each run (a group: median, min and max),
+    drawn as one picture in Jupyter."""
+    return Curves([inspection.curve(Path(p), metric) for p in paths])
+
+
+def compare(
+    paths: list[str | Path],
+    lengths: tuple[int, int] | None = None,
+    samples: int = SAMPLES_PER_LENGTH,
+    checkpoint: str = "latest",
+    seed: int = 1,
+) -> Comparison:
+    """`jab compare`: several runs' (or groups') exact match at every length in
+    `lengths` (default: from the shortest training length to twice the longest), on the
+    same held-out inputs."""
+    from jabcli import runtime
+
+    runtime.configure()
+    if len(paths) < 2:
+        raise JabError("compare takes two or more run folders")
+    loaded = [inspection.load_runs(Path(p), checkpoint) for p in paths]
+    if lengths is None:
+        lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
+    return Comparison(
+        Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))
+        for path, seeds in loaded
+    )
 
 
 class Result(dict):
     """What `jab eval --json` prints, as a dict, shown in Jupyter as a table with bars."""
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython: not every example
+        printer.text(
+            f"Result(run={self['run']!r}, step={self['step']}, seq_acc={self['seq_acc']:.4f}, "
+            f"token_acc={self['token_acc']:.4f}, lengths {self['min_len']}-{self['max_len']}, "
+            f"keys: {', '.join(self)})"
+        )
+
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{n}</td><td>{row['samples']}</td><td>{percent(row['seq_acc'])}</td>"
-            f"<td>{bar(row['seq_acc'])}</td></tr>"
-            for n, row in sorted(self["per_length"].items())
-        )
-        seeds = f", median of {len(self['seeds'])} seeds" if "seeds" in self else ""
-        return (
-            f"<p><b>{html.escape(self['run'])}</b>, step {self['step']}: exact match "
-            f"{percent(self['seq_acc'])}, token accuracy {percent(self['token_acc'])}"
-            f"{seeds}</p><table><tr><th>length</th><th>samples</th><th>exact match</th>"
-            f"<th></th></tr>{rows}</table>"
-        )
+        from jabcli.notebook import result_html
+
+        return result_html(self)
+
+
+class Comparison(list):
+    """`jab compare`'s results, one `Result` per run; in Jupyter, a table by length."""
+
+    def _repr_html_(self) -> str:
+        from jabcli.notebook import comparison_html
+
+        return comparison_html(self)
 
 
 class Predictions(list):
     """`jab predict`'s rows (input, output, expected, correct), as an HTML table."""
 
     def _repr_html_(self) -> str:
-        marks = {True: "✓ right", False: "✗ wrong", None: "? no reference"}
-        rows = "".join(
-            "<tr>"
-            + "".join(f"<td><code>{html.escape(r[k] or '-')}</code></td>" for k in PREDICTION)
-            + f"<td>{marks[r['correct']]}</td></tr>"
-            for r in self
-        )
-        head = "".join(f"<th>{k}</th>" for k in PREDICTION)
-        return f"<table><tr>{head}<th></th></tr>{rows}</table>"
+        from jabcli.notebook import predictions_html
+
+        return predictions_html(self)
 
 
-PREDICTION = ("input", "output", "expected")
+class Curves(list):
+    """`jab curves`'s curves (inspection.Curve: name, metric, steps, values, and for a
+    group the band low-high); in Jupyter, one picture."""
+
+    def _repr_svg_(self) -> str:
+        from jabcli.notebook import curves_svg
+
+        return curves_svg(self)
 
 
 @dataclass
@@ -174,36 +237,19 @@ class Attention:
     kind: str
     input: str
     answer: str
+    expected: str | None  # the task's reference answer, if it has one
+    layer: int
     weights: np.ndarray
     rows: list[str]
     cols: list[str]
 
+    @property
+    def verdict(self) -> str:
+        if self.expected is None:
+            return "no reference answer"
+        return "right" if self.answer == self.expected else f"wrong, expected {self.expected}"
+
     def _repr_html_(self) -> str:
-        def grid(head: int) -> str:
-            top = "".join(f"<th>{html.escape(c)}</th>" for c in self.cols)
-            body = ""
-            for label, row in zip(self.rows, self.weights[head]):
-                cells = "".join(
-                    f'<td title="{w:.3f}" style="width:1.4em;height:1.4em;'
-                    f'background:rgba(31,119,180,{w:.3f})"></td>'
-                    for w in row
-                )
-                body += f"<tr><th>{html.escape(label)}</th>{cells}</tr>"
-            return f"<table><caption>head {head}</caption><tr><th></th>{top}</tr>{body}</table>"
+        from jabcli.notebook import attention_html
 
-        heads = "".join(
-            f'<div style="display:inline-block;margin:4px">{grid(h)}</div>'
-            for h in range(len(self.weights))
-        )
-        return (
-            f"<p>{self.kind} attention answering <code>{html.escape(self.input)}</code> "
-            f"with <code>{html.escape(self.answer)}</code></p>{heads}"
-        )
-
-
-def percent(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def bar(x: float) -> str:
-    return f'<div style="background:#2ca02c;height:0.8em;width:{100 * x:.0f}px"></div>'
+        return attention_html(self)

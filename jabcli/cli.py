@@ -477,20 +477,12 @@ def compare(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Put several runs' accuracy at each input length side by side."""
-    from jabcli import inspection
+    from jabcli import api, inspection
     from jabcli.display import comparison, console
 
-    if len(runs) < 2:
-        raise JabError("compare takes two or more run folders")
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
     configure_jax(no_cache)
-    loaded = [inspection.load_runs(run, checkpoint) for run in runs]
-    if bounds is None:
-        bounds = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
-    results = [
-        inspection.evaluate_runs(path, seeds, samples, *bounds, seed, each_length=True)
-        for path, seeds in loaded
-    ]
+    results = api.compare(runs, bounds, samples, checkpoint, seed)
     if as_json:
         print(json.dumps([with_mistakes(r) for r in results]))
         return
@@ -564,24 +556,17 @@ def show_attention(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Draw what the model attends to while answering one input."""
-    from jabcli import inspection
+    from jabcli import api
     from jabcli.display import attention_view, save_picture, say, show_picture
 
     check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
-    loaded = inspection.load(run, checkpoint)
-    m = loaded.experiment.config.model
-    if not -m.num_layers <= layer < m.num_layers:
-        raise JabError(
-            f"--layer must be between 0 and {m.num_layers - 1} (or -1 for the last), got {layer}"
-        )
-    if head not in (None, "mean") and not (head.isdigit() and int(head) < m.num_heads):
-        raise JabError(
-            f"--head must be 'mean' or a head between 0 and {m.num_heads - 1}, got {head!r}"
-        )
-    picture = inspection.attention(loaded, input_text, kind.value)
-    layer = layer % m.num_layers
-    view = attention_view(picture, layer, head, str(loaded.run.path))
+    one = api.load(run)
+    attention = one.attention(input_text, kind.value, layer, checkpoint)
+    heads = len(attention.weights)
+    if head not in (None, "mean") and not (head.isdigit() and int(head) < heads):
+        raise JabError(f"--head must be 'mean' or a head between 0 and {heads - 1}, got {head!r}")
+    view = attention_view(attention, head, str(one.path))
     show_picture(view)
     if save is not None:
         save_picture(view, save)
@@ -610,14 +595,14 @@ def curves(
     ] = None,
 ) -> None:
     """Draw how a metric moved during training, for one or several runs."""
-    from jabcli import inspection
+    from jabcli import api
     from jabcli.display import CurvesView, save_curves_png, save_picture, say, show_picture
 
     check_save(save, (".svg", ".html", ".png"))
     suffix = save.suffix.lower() if save is not None else None
     if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
         raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
-    view = CurvesView([inspection.curve(run, metric) for run in runs])
+    view = CurvesView(api.curves(runs, metric))
     show_picture(view)
     if suffix == ".png":
         save_curves_png(view, save)

@@ -27,7 +27,6 @@ from rich.table import Table
 from rich.text import Text
 
 from jabcli.errors import JabError
-from jabcli.inspection import AttentionMap
 from jabcli.runs import atomic_write
 from jabcli.session import Observer, Outcome
 
@@ -546,26 +545,19 @@ class AttentionView:
         return max(Measurement.get(console, unlimited, p).maximum for p in self.panels)
 
 
-def attention_view(
-    picture: AttentionMap, layer: int, head: str | None, run_path: str
-) -> AttentionView:
-    """The heatmaps of one layer: every head side by side, one head, or their mean."""
-    weights, rows, cols = picture.weights[layer], picture.rows, picture.cols
+def attention_view(attention: Any, head: str | None, run_path: str) -> AttentionView:
+    """The heatmaps of one layer's attention (api.Attention): every head side by side,
+    one head, or their mean."""
+    weights, rows, cols = attention.weights, attention.rows, attention.cols
     if head is None:
         panels = [heatmap(weights[h], rows, cols, f"head {h}") for h in range(len(weights))]
     elif head == "mean":
         panels = [heatmap(weights.mean(0), rows, cols, "mean of heads")]
     else:
         panels = [heatmap(weights[int(head)], rows, cols, f"head {head}")]
-    if picture.expected is None:
-        verdict = "no reference answer"
-    elif picture.answer == picture.expected:
-        verdict = "right"
-    else:
-        verdict = f"wrong, expected {picture.expected}"
     title = (
-        f"{picture.kind} attention, layer {layer} of {run_path}: "
-        f"input {picture.input} -> output {picture.answer} ({verdict})"
+        f"{attention.kind} attention, layer {attention.layer} of {run_path}: "
+        f"input {attention.input} -> output {attention.answer} ({attention.verdict})"
     )
     return AttentionView(title, panels)
 
@@ -642,15 +634,21 @@ class CurvesView:
         return plt.build()
 
 
-def save_curves_png(view: CurvesView, path: Path) -> None:
-    """Write `view` as a PNG drawn by matplotlib (the optional extra jab[plots])."""
+class MissingExtra(JabError):
+    """An optional extra (pip install 'jab[plots]') is needed and not installed."""
+
+
+def curves_image(view: CurvesView, fmt: str) -> bytes:
+    """`view` drawn by matplotlib (the optional extra jab[plots]) as a .png or .svg."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise JabError(f"--save {path} needs matplotlib: pip install 'jab[plots]'") from None
+        raise MissingExtra(
+            f"a {fmt.upper()} picture of curves needs matplotlib: pip install 'jab[plots]'"
+        ) from None
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
     for curve in view.curves:
         (line,) = axes.plot(curve.steps, curve.values, label=curve.name)
@@ -663,21 +661,36 @@ def save_curves_png(view: CurvesView, path: Path) -> None:
     axes.legend()
     axes.grid(alpha=0.3)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", bbox_inches="tight")
+    figure.savefig(buffer, format=fmt, bbox_inches="tight")
     plt.close(figure)
-    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def save_curves_png(view: CurvesView, path: Path) -> None:
+    """Write `view` as a PNG drawn by matplotlib."""
+    atomic_write(path, curves_image(view, "png"))
+
+
+def recorded(view: AttentionView | CurvesView) -> Console:
+    """A console that has printed `view` as the terminal would, for export."""
+    width = max(console.width, view.width(console))
+    recorder = Console(record=True, file=io.StringIO(), width=width, force_jupyter=False)
+    recorder.print(view)
+    return recorder
+
+
+def picture_svg(view: AttentionView | CurvesView) -> str:
+    """`view` as a self-contained SVG picture of the terminal drawing."""
+    return recorded(view).export_svg(title=f"jab {view.command}", code_format=SVG_FORMAT)
 
 
 def save_picture(view: AttentionView | CurvesView, path: Path) -> None:
     """Write `view` to a self-contained .svg or .html file, laid out as in the terminal."""
-    width = max(console.width, view.width(console))
-    recorder = Console(record=True, file=io.StringIO(), width=width)
-    recorder.print(view)
     if path.suffix.lower() == ".svg":
-        picture = recorder.export_svg(title=f"jab {view.command}", code_format=SVG_FORMAT)
+        picture = picture_svg(view)
     else:
         page = HTML_FORMAT.replace("{title}", html.escape(view.title).translate(BRACES))
-        picture = recorder.export_html(inline_styles=True, code_format=page)
+        picture = recorded(view).export_html(inline_styles=True, code_format=page)
     atomic_write(path, picture.encode())
 
 

@@ -31,7 +31,29 @@ def test_the_api_evaluates_predicts_and_draws_as_the_command_line_does(trained):
     assert np.allclose(attention.weights.sum(-1), 1.0, atol=1e-4)
     assert 'title="' in attention._repr_html_()
     assert run.metrics()[-1]["step"] == 300
-    assert run.curve("eval_seq_acc").steps[-1] == 300
+    (curve,) = run.curve("eval_seq_acc")
+    assert curve.steps[-1] == 300 and "<svg" in run.curve("eval_seq_acc")._repr_svg_()
+
+
+def test_the_api_compares_and_draws_curves_as_the_command_line_does(trained):
+    both = [trained / "runs/tiny", trained / "runs/tiny"]
+    compared = jab.compare(both, lengths=(2, 4), samples=20)
+    printed = json.loads(
+        cli(
+            "compare", "runs/tiny", "runs/tiny", "--lengths", "2-4", "--samples", "20", "--json",
+            cwd=trained,
+        ).stdout
+    )  # fmt: skip
+    assert [r["per_length"][3]["seq_acc"] for r in compared] == [
+        r["per_length"]["3"]["seq_acc"] for r in printed
+    ]
+    assert compared._repr_html_().count("<tr>") == 1 + 3  # a header and lengths 2-4
+    (loss,) = jab.curves([trained / "runs/tiny"], "loss")
+    assert loss.steps == [r["step"] for r in run_metrics(trained) if "loss" in r]
+
+
+def run_metrics(trained):
+    return jab.load(trained / "runs/tiny").metrics()
 
 
 def test_the_api_trains_a_run_the_command_line_can_read(tmp_path):

@@ -85,7 +85,7 @@ CASES = {
     "compare with one run": (["compare", RUN], "two or more"),
     "layer out of range": (
         ["show-attention", "--run", RUN, "--layer", "3"],
-        "--layer must be between 0 and 0",
+        "layer must be between 0 and 0",
     ),
     "head out of range": (["show-attention", "--run", RUN, "--head", "9"], "--head must be"),
     "unknown checkpoint": (

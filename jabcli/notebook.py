@@ -1,0 +1,219 @@
+"""What jab shows in Jupyter: the HTML of results, predictions, comparisons and
+attention, the pictures of curves, and training's progress. The terminal's twin is
+display.py; the values come from the API (api.py), which calls these to render itself.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from jabcli.session import Observer
+
+
+def in_notebook() -> bool:
+    """Whether this is a Jupyter kernel (where HTML, not a terminal, shows results)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def figure(row: dict[str, Any], name: str) -> str:
+    """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
+    if f"{name}_range" not in row:
+        return percent(row[name])
+    low, high = row[f"{name}_range"]
+    return f"{percent(row[name])} [{percent(low)}-{percent(high)}]"
+
+
+def bar(x: float, width: int = 100) -> str:
+    return (
+        f'<div style="background:#2ca02c;height:0.8em;width:{width * x:.0f}px" '
+        f'title="{percent(x)}"></div>'
+    )
+
+
+def result_html(result: dict[str, Any]) -> str:
+    """`jab eval`'s report: the summary line, then exact match by length with bars."""
+    forced = "forced_seq_acc" in result
+    head = "<th>length</th><th>samples</th><th>exact match</th><th></th>" + (
+        "<th>at true length</th>" if forced else ""
+    )
+    rows = "".join(
+        f"<tr><td>{n}</td><td>{row['samples']}</td><td>{figure(row, 'seq_acc')}</td>"
+        f"<td>{bar(row['seq_acc'])}</td>"
+        + (f"<td>{figure(row, 'forced_seq_acc')}</td>" if forced else "")
+        + "</tr>"
+        for n, row in sorted(result["per_length"].items())
+    )
+    seeds = f", median [min-max] of {len(result['seeds'])} seeds" if "seeds" in result else ""
+    at_length = f", {figure(result, 'forced_seq_acc')} at the true length" if forced else ""
+    return (
+        f"<p><b>{html.escape(result['run'])}</b>, step {result['step']}: exact match "
+        f"{figure(result, 'seq_acc')}{at_length}, token accuracy "
+        f"{figure(result, 'token_acc')}{seeds}</p><table><tr>{head}</tr>{rows}</table>"
+    )
+
+
+def comparison_html(results: list[dict[str, Any]]) -> str:
+    """`jab compare`'s table: one row per length, one column per run, bars under figures;
+    lengths a run trained on are marked *."""
+    head = "".join(
+        f"<th>{html.escape(r['run'].rstrip('/').split('/')[-1])}<br>"
+        f"<small>{html.escape(r['task'])}, {html.escape(r['pos_encoding'])}, "
+        f"{r['train_lengths'][0]}-{r['train_lengths'][1]}"
+        + (f", {len(r['seeds'])} seeds" if "seeds" in r else "")
+        + "</small></th>"
+        for r in results
+    )
+    rows = ""
+    for n in sorted({n for r in results for n in r["per_length"]}):
+        cells = ""
+        for r in results:
+            row = r["per_length"].get(n)
+            low, high = r["train_lengths"]
+            mark = "*" if low <= n <= high else ""
+            cells += (
+                "<td>-</td>"
+                if row is None
+                else f"<td>{figure(row, 'seq_acc')}{mark}{bar(row['seq_acc'], 60)}</td>"
+            )
+        rows += f"<tr><td>{n}</td>{cells}</tr>"
+    return (
+        "<p>Exact match by input length (* = a length the run trained on)</p>"
+        f"<table><tr><th>length</th>{head}</tr>{rows}</table>"
+    )
+
+
+PREDICTION = ("input", "output", "expected")
+MARKS = {True: "✓ right", False: "✗ wrong", None: "? no reference"}
+
+
+def predictions_html(rows: list[dict[str, Any]]) -> str:
+    """`jab predict`'s rows: input, answer, reference, right or wrong."""
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td><code>{html.escape(r[k] or '-')}</code></td>" for k in PREDICTION)
+        + f"<td>{MARKS[r['correct']]}</td></tr>"
+        for r in rows
+    )
+    head = "".join(f"<th>{k}</th>" for k in PREDICTION)
+    return f"<table><tr>{head}<th></th></tr>{body}</table>"
+
+
+def attention_html(attention: Any) -> str:
+    """One layer's attention (api.Attention): a heatmap per head, queries down and keys
+    across, each cell's weight shown on hover."""
+
+    def grid(head: int) -> str:
+        top = "".join(f"<th>{html.escape(c)}</th>" for c in attention.cols)
+        body = ""
+        for label, row in zip(attention.rows, attention.weights[head]):
+            cells = "".join(
+                f'<td title="{w:.3f}" style="width:1.4em;height:1.4em;'
+                f'background:rgba(31,119,180,{w:.3f})"></td>'
+                for w in row
+            )
+            body += f"<tr><th>{html.escape(label)}</th>{cells}</tr>"
+        return f"<table><caption>head {head}</caption><tr><th></th>{top}</tr>{body}</table>"
+
+    heads = "".join(
+        f'<div style="display:inline-block;margin:4px">{grid(h)}</div>'
+        for h in range(len(attention.weights))
+    )
+    return (
+        f"<p>{attention.kind} attention, layer {attention.layer}, answering "
+        f"<code>{html.escape(attention.input)}</code> with "
+        f"<code>{html.escape(attention.answer)}</code> ({attention.verdict})</p>{heads}"
+    )
+
+
+def curves_svg(curves: list[Any]) -> str:
+    """Curves (inspection.Curve) as an SVG picture: drawn by matplotlib when the extra
+    jab[plots] is installed, else the terminal drawing of `jab curves --save FILE.svg`."""
+    from jabcli import display
+
+    view = display.CurvesView(curves)
+    try:
+        return display.curves_image(view, "svg").decode()
+    except display.MissingExtra:
+        return display.picture_svg(view)
+
+
+class NotebookView(Observer):
+    """Training's progress in a notebook: one output, updated in place, with a progress
+    bar, the latest batch's loss and exact match, and the latest held-out exact match
+    (of a group of seeds: their median)."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        self.header = ""
+        self.step = 0
+        self.steps = 1
+        self.metrics: list[dict[str, Any]] = []
+        self.eval: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.target = 1.0
+
+    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
+        from IPython.display import HTML, display
+
+        cfg = experiment.config
+        seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
+        cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
+        self.header = (
+            f"Training {seeds}<b>{html.escape(cfg.task.name)}</b> (lengths "
+            f"{cfg.task.min_len}-{cfg.task.max_len}) into <code>{html.escape(str(path))}</code>; "
+            f"{parameters:,} parameters{cost}"
+        )
+        self.step, self.steps = start_step, cfg.train.steps
+        self.target = cfg.train.target_seq_acc
+        self.handle = display(HTML(self.render()), display_id=True)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+        self.update()
+
+    def log(self, records: list[dict[str, Any]]) -> None:
+        self.metrics = records
+        self.step = records[0]["step"]
+        self.update()
+
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        self.eval = results
+        self.update()
+
+    def update(self) -> None:
+        if self.handle is not None:
+            from IPython.display import HTML
+
+            self.handle.update(HTML(self.render()))
+
+    def render(self) -> str:
+        def median(rows: list[dict[str, Any]], name: str) -> str:
+            values = sorted(r[name] for r in rows if name in r)
+            return percent(values[len(values) // 2]) if values else "-"
+
+        figures = []
+        if self.metrics:
+            m = self.metrics
+            figures.append(f"loss {sorted(r['loss'] for r in m)[len(m) // 2]:.4f}")
+            figures.append(f"batch exact match {median(m, 'seq_acc')}")
+            figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
+        if self.eval:
+            figures.append(f"held-out exact match {median(self.eval, 'seq_acc')}")
+            if all(e["seq_acc"] >= self.target for e in self.eval):
+                figures.append(f"target {percent(self.target)} reached")
+        notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
+        return (
+            f"<p>{self.header}{notes}</p>"
+            f'<progress value="{self.step}" max="{self.steps}" style="width:60%"></progress> '
+            f"step {self.step} of {self.steps}<br><small>{' · '.join(figures)}</small>"
+        )

@@ -1,0 +1,49 @@
+"""The example notebook, examples/tour.ipynb: it runs top to bottom in a fresh kernel,
+and the copy in the repository shows its pictures to a reader who does not run it."""
+
+import shutil
+from pathlib import Path
+
+import nbclient
+import nbformat
+
+TOUR = Path(__file__).resolve().parent.parent / "examples" / "tour.ipynb"
+
+
+def kinds(notebook) -> list[set[str]]:
+    """The kinds of output (MIME types) of each code cell."""
+    return [
+        {kind for output in cell.outputs for kind in output.get("data", {})}
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    ]
+
+
+def test_the_tour_notebook_runs_headless_and_shows_progress_curves_table_and_heatmap(tmp_path):
+    shutil.copy(TOUR, tmp_path / "tour.ipynb")
+    notebook = nbformat.read(tmp_path / "tour.ipynb", as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []  # nothing left over from the committed copy
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()  # raises CellExecutionError, with the traceback, if a cell fails
+    shown = kinds(notebook)
+    assert "text/html" in shown[1]  # training's progress, updated in place
+    assert "image/svg+xml" in shown[2]  # the held-out exact-match curve
+    assert (tmp_path / "runs/tour-reverse/metrics.jsonl").exists()
+    html = "".join(
+        output["data"].get("text/html", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if "data" in output
+    )
+    assert "<progress" in html and "exact match" in html and 'title="' in html
+
+
+def test_the_committed_tour_notebook_shows_its_outputs_without_being_run():
+    shown = kinds(nbformat.read(TOUR, as_version=4))
+    assert sum("image/svg+xml" in one for one in shown) >= 2  # curves
+    assert sum("text/html" in one for one in shown) >= 4  # progress, table, answers, heatmap
