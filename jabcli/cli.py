@@ -195,21 +195,20 @@ def tasks_command(
     ] = False,
 ) -> None:
     """List the built-in tasks."""
-    from jabcli import config
+    from jabcli.config import TaskConfig, preset
     from jabcli.display import commands, console, task_table
-    from jabcli.experiment import resolve
     from jabcli.tasks import TASKS
 
     rows = []
     for name, task in TASKS.items():
-        preset = resolve(name).config if name in config.preset_names() else None
+        defaults = {**TaskConfig().__dict__, **(preset(name) or {}).get("task", {})}
         rows.append(
             {
                 "name": name,
                 "description": task.description,
-                "alphabet": preset.task.alphabet if preset else task.default_alphabet,
-                "min_len": preset.task.min_len if preset else None,
-                "max_len": preset.task.max_len if preset else None,
+                "alphabet": defaults["alphabet"] or task.default_alphabet,
+                "min_len": defaults["min_len"],
+                "max_len": defaults["max_len"],
                 "aligned": task().aligned,
             }
         )

@@ -1,9 +1,23 @@
-"""Process-wide JAX settings, applied before the first compilation."""
+"""Process-wide JAX settings, applied before the first compilation, and JAX imported on
+first use by modules that commands which never compute also read (`jab tasks`)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Any
+
+
+class Lazy:
+    """A module imported when one of its attributes is first used: `jnp = Lazy("jax.numpy")`
+    costs nothing until `jnp.where(...)` runs (importing JAX takes most of a second)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self.name), attribute)
 
 
 def cache_dir() -> Path:

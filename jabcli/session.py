@@ -17,14 +17,16 @@ import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jabcli import runs
 from jabcli.config import Config, for_seed
 from jabcli.errors import JabError
-from jabcli.experiment import Experiment
 from jabcli.runs import Run
 from jabcli.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from jabcli.experiment import Experiment
 
 
 class Interrupted(KeyboardInterrupt):
@@ -129,6 +131,8 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     path, seeds = runs.open_runs(path)
     cfg, tokenizer, saved_steps = _group_config(path, seeds)
     cfg.train.steps = max(saved_steps) if steps is None else steps
+    from jabcli.experiment import Experiment
+
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
     from jabcli.training import check, state_from_arrays

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, NamedTuple
 
-import jax
-import jax.numpy as jnp
-
 from jabcli.errors import JabError, suggest
+from jabcli.runtime import Lazy
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
 
 UNALIGNED = -2  # alignment index of tokens that read no input symbol (see Task.alignment)
 

@@ -297,7 +297,9 @@ def test_the_shell_completes_task_names_and_run_folders(trained):
 
 def test_coupled_positions_answer_inputs_twice_as_long_as_any_trained_on(tmp_path):
     coupled = ["--set", "model.pos_encoding=coupled", "--set", "task.max_len=10"]
-    jab("train", "--task", "reverse", *coupled, "--steps", "250", "--out", "runs/r", cwd=tmp_path)
+    early = ["--set", "train.eval_every=50", "--set", "train.eval_samples=128"]  # stop early
+    jab("train", "--task", "reverse", *coupled, *early, "--steps", "250", "--out", "runs/r",
+        cwd=tmp_path)  # fmt: skip
     out = jab(
         "eval",
         "--run",
@@ -329,3 +331,20 @@ def test_eval_with_forced_length_shows_both_exact_matches_by_length(trained):
         cwd=trained,
     ).stdout
     assert "at the true length" in out and "at true length" in out
+
+
+def test_jab_tasks_and_help_answer_without_importing_jax():
+    """Importing JAX takes most of a second: commands that compute nothing skip it."""
+    probe = (
+        "import sys\n"
+        "from jabcli.cli import main\n"
+        "for argv in (['tasks'], ['tasks', '--json'], ['--help'], ['train', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'haiku', 'optax'))\n"
+        "print('heavy:', heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0 and "heavy: []" in done.stderr, done.stderr[-2000:]
