@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +56,8 @@ class DataFile:
 @dataclass(frozen=True, eq=False)
 class FileTask(Task):
     """Pairs read from a file; sources [N, S] and targets [N, T] are padded id arrays."""
+
+    generated: ClassVar[bool] = False  # held-out rows are chosen on the host
 
     data: DataFile | None = None
     held_out: float = 0.1  # share of distinct inputs kept for evaluation

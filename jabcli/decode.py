@@ -48,6 +48,15 @@ def _not_done(position: jax.Array, out: jax.Array, empty: jax.Array, max_out: in
     return (position < max_out) & ~jnp.all(empty | jnp.any(out == EOS_ID, axis=1))
 
 
+@partial(jax.jit, static_argnames=("experiment", "max_out"))
+def answer(experiment, params, key: jax.Array, src: jax.Array, max_out: int, lengths=None):
+    """What the model answers to sources [B, S] (see `greedy_decode`), reading the
+    positions `experiment.positions` gives them (randomized ones drawn from `key`); and
+    those positions. One compiled program, which the persistent cache keeps."""
+    positions = experiment.positions(key, src, max_out)
+    return greedy_decode(experiment.model, params, src, max_out, *positions, lengths), positions
+
+
 @partial(jax.jit, static_argnames=("fns", "max_out"))
 def greedy_decode(
     fns: ModelFns,

@@ -4,14 +4,16 @@ and `jab eval` and `jab compare` call it on saved runs."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jabcli import memory
-from jabcli.decode import greedy_decode
+from jabcli.decode import answer
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
+from jabcli.tasks import Batch
 from jabcli.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
 DECODE_CHUNK = 1024  # held-out sources decoded per call
@@ -41,7 +43,7 @@ def evaluate(
     rows = samples * (max_len - min_len + 1) if each_length else samples
     check_evaluation_memory(experiment, rows, "--samples", max_len)
     sample_key, positions_key = jax.random.split(key)
-    batch = experiment.task.held_out_batch(sample_key, samples, min_len, max_len, each_length)
+    batch = draw_held_out(experiment, sample_key, samples, min_len, max_len, each_length)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     if not len(src):
         raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
@@ -57,14 +59,11 @@ def evaluate(
             # Empty rows: decoding counts them as finished from the start.
             chunk = np.pad(chunk, ((0, DECODE_CHUNK - rows), (0, 0)), constant_values=PAD_ID)
             lengths = np.pad(lengths, (0, DECODE_CHUNK - rows))
-        chunk = jnp.asarray(chunk)
-        positions = experiment.positions(jax.random.fold_in(positions_key, start), chunk, max_out)
-        decoded = greedy_decode(experiment.model, params, chunk, max_out, *positions)
+        key = jax.random.fold_in(positions_key, start)
+        decoded, _ = answer(experiment, params, key, chunk, max_out)
         predicted[start : start + rows] = np.asarray(decoded)[:rows]
         if force_length:
-            decoded = greedy_decode(
-                experiment.model, params, chunk, max_out, *positions, jnp.asarray(lengths)
-            )
+            decoded, _ = answer(experiment, params, key, chunk, max_out, lengths)
             forced[start : start + rows] = np.asarray(decoded)[:rows]
     result = score(experiment.tokenizer, src, predicted, tgt_out)
     if force_length:
@@ -73,6 +72,26 @@ def evaluate(
         for length, row in result["per_length"].items():
             row["forced_seq_acc"] = content["per_length"][length]["seq_acc"]
     return result
+
+
+def draw_held_out(
+    experiment: Experiment,
+    key,
+    samples: int,
+    min_len: int,
+    max_len: int,
+    each_length: bool = False,
+) -> Batch:
+    """`task.held_out_batch`: for a generated task, one compiled program rather than
+    dozens of small ones op by op; a file task chooses its rows on the host."""
+    if not experiment.task.generated:
+        return experiment.task.held_out_batch(key, samples, min_len, max_len, each_length)
+    return _draw_held_out(experiment, key, samples, min_len, max_len, each_length)
+
+
+@partial(jax.jit, static_argnums=(0, 2, 3, 4, 5))
+def _draw_held_out(experiment, key, samples, min_len, max_len, each_length):
+    return experiment.task.held_out_batch(key, samples, min_len, max_len, each_length)
 
 
 def check_evaluation_memory(

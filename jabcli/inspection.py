@@ -226,12 +226,11 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     """Greedy answers [B, max_out] to a source batch, and the positions they were read at."""
     import jax
 
-    from jabcli.decode import greedy_decode
+    from jabcli.decode import answer
 
     experiment = loaded.experiment
     max_out = experiment.decoder_length(src.shape[1] - 1)
-    positions = experiment.positions(jax.random.PRNGKey(DECODE_KEY), src, max_out)
-    out = greedy_decode(experiment.model, loaded.params, src, max_out, *positions)
+    out, positions = answer(experiment, loaded.params, jax.random.PRNGKey(DECODE_KEY), src, max_out)
     return np.asarray(out), positions
 
 
@@ -258,9 +257,11 @@ def random_input(loaded: Loaded) -> str:
     """A held-out input drawn afresh each time."""
     import jax
 
+    from jabcli.evaluate import draw_held_out
+
     seed = int.from_bytes(os.urandom(4), "little")
     t = loaded.experiment.config.task
-    batch = loaded.experiment.task.held_out_batch(evaluation_key(seed), 1, t.min_len, t.max_len)
+    batch = draw_held_out(loaded.experiment, evaluation_key(seed), 1, t.min_len, t.max_len)
     return loaded.experiment.tokenizer.decode(np.asarray(jax.device_get(batch.src[0])))
 
 
@@ -281,6 +282,8 @@ class AttentionMap:
 def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
     """Decode `text` (default: a random held-out input) and return the `kind` attention
     ("cross", "encoder" or "decoder") of the pass that produced the answer."""
+    import jax
+
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
     experiment = loaded.experiment
@@ -292,7 +295,7 @@ def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
     produced = out[: ends[0] + 1] if ends.size else out
     tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
     # The positions decoding read, so the picture shows the computation that answered.
-    _, weights = experiment.model.forward(
+    _, weights = jax.jit(experiment.model.forward)(
         loaded.params,
         None,
         src,

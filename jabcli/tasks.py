@@ -51,6 +51,7 @@ class Task:
     default_alphabet: ClassVar[str] = "0123456789"
     fixed_alphabet: ClassVar[bool] = False  # True when task.alphabet may not change it
     min_length: ClassVar[int] = 1  # shortest valid source
+    generated: ClassVar[bool] = True  # drawn by JAX code alone, so it can be jitted
 
     def __post_init__(self) -> None:
         if not self.alphabet:
