@@ -4,7 +4,7 @@ Training throughput against eager PyTorch, time to solve each task, CLI startup 
 to the first step, and cached against recomputing greedy decoding:
 
     python benchmarks/run.py [--quick] [--out benchmarks/results.json]
-                             [--sections train,solve,startup,decode]
+                             [--sections train,solve,startup,interactive,decode]
 
 Sections (all by default, in this order):
 
@@ -18,6 +18,10 @@ Sections (all by default, in this order):
 * startup - `jab --help` wall time, and time to the first train step of the reverse
             preset in a fresh process (benchmarks/first_step.py), cold (empty
             XDG_CACHE_HOME), warm (the same XDG_CACHE_HOME again) and with JAB_NO_CACHE=1.
+* interactive - whole-process wall time, warm compilation cache, of `jab predict`,
+            `show-attention`, `eval --samples 200`, `tasks`, `--help` and `train --help` on
+            a run of the reverse preset's shape; and the XLA compilation seconds of a cold
+            `jab train --task reverse --steps 200` (JAX_LOG_COMPILES=1), by program.
 * decode  - greedy decoding of 1024 sources to 64 output tokens with a reference-shape
             model: `greedy_decode` (key/value cache) against `greedy_decode_full`
             (recompute), with the <eos> logit pushed down so no row stops early.
@@ -35,6 +39,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -58,7 +63,7 @@ from jabcli.training import Trainer, init, update
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
 
-SECTIONS = ("train", "solve", "startup", "decode")
+SECTIONS = ("train", "solve", "startup", "interactive", "decode")
 PRESETS = ("copy", "reverse", "sort")
 VOCAB_SIZE = len(Tokenizer())
 BASELINE_DROPOUT = 0.1  # torch_baseline.ModelConfig's default; jab is timed with the same
@@ -92,6 +97,7 @@ class Sizes:
     solve_steps: int | None = None  # None: the preset's train.steps
     help_repeats: int = 5
     first_step_repeats: int = 3
+    interactive_repeats: int = 3
     decode_batch: int = 1024
     decode_len: int = 64
     decode_repeats: int = 1  # one full-recompute pass takes minutes
@@ -108,6 +114,7 @@ QUICK = Sizes(
     solve_steps=100,
     help_repeats=3,
     first_step_repeats=1,
+    interactive_repeats=1,
     decode_batch=128,
     decode_len=32,
     decode_repeats=1,
@@ -460,6 +467,70 @@ def bench_startup(sizes: Sizes) -> dict:
     return {"help": help_, "first_step": first}
 
 
+# ---------------------------------------------------------------- interactive
+
+INTERACTIVE = {
+    "jab predict 12345": ["predict", "12345", "--run", "runs/r"],
+    "jab show-attention --input 123456": ["show-attention", "--input", "123456", "--run", "runs/r"],
+    "jab eval --samples 200": ["eval", "--samples", "200", "--run", "runs/r"],
+    "jab tasks": ["tasks"],
+    "jab --help": ["--help"],
+    "jab train --help": ["train", "--help"],
+}
+
+
+def compile_seconds(stderr: str) -> dict[str, float]:
+    """XLA compilation seconds by program, from JAX_LOG_COMPILES=1 output."""
+    seconds: dict[str, float] = {}
+    for name, value in re.findall(r"Finished XLA compilation of (\S+) in ([0-9.]+) sec", stderr):
+        seconds[name] = seconds.get(name, 0.0) + float(value)
+    return seconds
+
+
+def bench_interactive(sizes: Sizes) -> dict:
+    """Whole-process wall time of the commands a user waits on, warm compilation cache,
+    on a run of the reverse preset's shape; and the XLA compilation of a cold `jab train`."""
+    out: dict[str, Any] = {"commands": {}}
+    with tempfile.TemporaryDirectory(prefix="jab-bench-") as work:
+        env = {**os.environ, "XDG_CACHE_HOME": str(Path(work) / "cache"), "JAX_LOG_COMPILES": "1"}
+        env.pop("JAB_NO_CACHE", None)
+        note("interactive: a cold jab train --task reverse --steps 200 (empty cache)")
+        train = [jab_executable(), "train", "--task", "reverse", "--steps", "200", "--out"]
+        tic = time.perf_counter()
+        done = subprocess.run(
+            [*train, "runs/r"], cwd=work, env=env, capture_output=True, text=True, check=True
+        )
+        compiled = compile_seconds(done.stderr)
+        out["cold_train"] = {
+            "process_s": time.perf_counter() - tic,
+            "compile_s": sum(compiled.values()),
+            "compile_by_program_s": dict(sorted(compiled.items(), key=lambda kv: -kv[1])),
+        }
+        env.pop("JAX_LOG_COMPILES")
+        for label, args in INTERACTIVE.items():
+            note(f"interactive: {label}")
+            command = [jab_executable(), *args]
+            subprocess.run(command, cwd=work, env=env, capture_output=True, check=True)  # warm
+            seconds = []
+            for _ in range(sizes.interactive_repeats):
+                tic = time.perf_counter()
+                subprocess.run(command, cwd=work, env=env, capture_output=True, check=True)
+                seconds.append(time.perf_counter() - tic)
+            out["commands"][label] = {"median_s": median(seconds), "all_s": seconds}
+    rows = [
+        [label, fmt(r["median_s"], ".2f", " s"), ", ".join(fmt(x, ".2f") for x in r["all_s"])]
+        for label, r in out["commands"].items()
+    ]
+    console.print(table("interactive (warm cache)", ["command", "median", "each (s)"], rows))
+    cold = out["cold_train"]
+    top = ", ".join(f"{k} {v:.1f} s" for k, v in list(cold["compile_by_program_s"].items())[:3])
+    note(
+        f"a cold jab train --task reverse --steps 200: {cold['process_s']:.1f} s in all, "
+        f"{cold['compile_s']:.1f} s of XLA compilation ({top}, ...)"
+    )
+    return out
+
+
 # ---------------------------------------------------------------- decode
 
 
@@ -596,6 +667,21 @@ def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
             fmt(seconds, ".2f", " s"),
             at_most(seconds, 1.0),
         )
+    if "interactive" in results:
+        commands = results["interactive"]["commands"]
+        for label, limit in (
+            ("jab predict 12345", 1.0),
+            ("jab show-attention --input 123456", 1.0),
+            ("jab eval --samples 200", 1.0),
+            ("jab tasks", 0.3),
+            ("jab --help", 0.3),
+            ("jab train --help", 0.3),
+        ):
+            seconds = commands[label]["median_s"]
+            add(f"{label} <= {limit} s", fmt(seconds, ".2f", " s"), at_most(seconds, limit))
+        seconds = results["interactive"]["cold_train"]["compile_s"]
+        target = "cold jab train: XLA compilation <= 3 s"
+        add(target, fmt(seconds, ".1f", " s"), at_most(seconds, 3.0))
     if "decode" in results:
         r = results["decode"]
         add(
@@ -628,6 +714,7 @@ BENCHES: dict[str, Callable[[Sizes], dict]] = {
     "train": bench_train,
     "solve": bench_solve,
     "startup": bench_startup,
+    "interactive": bench_interactive,
     "decode": bench_decode,
 }
 
