@@ -52,9 +52,9 @@ EXTRA_ROWS = [
         "addition (reversed answer) coupled",
         "addition",
         ["model.pos_encoding=coupled", *ADDITION_REVERSED],
-        3000,
+        6000,  # the preset's steps, as for the other order
     ),
-    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 6000),  # the preset's steps
+    ("addition coupled", "addition", ["model.pos_encoding=coupled"], 6000),
     *(
         (f"{task} coupled", task, ["model.pos_encoding=coupled"], 400)
         for task in ("duplicate", "copy", "reverse", "shift", "odds_first")

@@ -62,7 +62,8 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 64
+    batch_size: int = 64  # examples per step
+    pack: bool = True  # two examples per row of the batch (generated tasks; packing.py)
     steps: int = 2000
     learning_rate: float = 3e-3
     warmup_steps: int = 200

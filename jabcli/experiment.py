@@ -62,11 +62,22 @@ class Experiment:
         model = build(m, src_scheme, tgt_scheme, len(tokenizer))
         experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
         experiment.check_length(t.max_len, f"task.max_len {t.max_len}")
+        if experiment.packs and config.train.batch_size % 2:
+            raise JabError(
+                f"train.batch_size must be even to pack two examples per row, got "
+                f"{config.train.batch_size} (or set train.pack=false)"
+            )
         return experiment
 
     @property
     def coupled(self) -> bool:
         return self.tgt_scheme.coupled
+
+    @property
+    def packs(self) -> bool:
+        """Whether training packs two examples per row (packing.py): asked for, and the
+        task draws its own lengths."""
+        return self.config.train.pack and self.task.generated
 
     def decoder_length(self, max_len: int) -> int:
         """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""

@@ -34,6 +34,15 @@ def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
     )
 
 
+def segment_mask(query_segments: jax.Array, key_segments: jax.Array) -> jax.Array:
+    """[B, 1, Tq, Tk] True where the key is a real token of the query's own example, in
+    rows that pack several (packing.py: segment ids 1, 2, ..., 0 for padding). A padding
+    query may read any real key: its output is never used."""
+    same = query_segments[:, :, None] == key_segments[:, None, :]
+    free = (query_segments == 0)[:, :, None]
+    return ((same | free) & (key_segments != 0)[:, None, :])[:, None]
+
+
 def causal_mask(query_len: int, key_len: int, first: jax.Array | int = 0) -> jax.Array:
     """[1, 1, Tq, Tk] True where the key is not after the query; queries are target
     indices first, first + 1, ..."""
@@ -295,13 +304,20 @@ class Transformer(hk.Module):
         return x
 
     def encode(
-        self, src: jax.Array, positions: jax.Array | None = None, is_training: bool = False
+        self,
+        src: jax.Array,
+        positions: jax.Array | None = None,
+        is_training: bool = False,
+        segments: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
-        """src [B, S] at positions [B, S] (default 0, 1, ...)
-        -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
+        """src [B, S] at positions [B, S] (default 0, 1, ...), with `segments` [B, S] when
+        rows are packed -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
         positions = counting(*src.shape) if positions is None else positions
         x = self.embed_tokens(src, positions, self.src_vectors, is_training)
-        mask = padding_mask(src.shape[1], src)
+        if segments is None:
+            mask = padding_mask(src.shape[1], src)
+        else:
+            mask = segment_mask(segments, segments)
         all_weights = []
         for layer in self.encoder_layers:
             x, weights = layer(x, mask, positions, is_training)
@@ -320,9 +336,12 @@ class Transformer(hk.Module):
         is_training: bool = False,
         cache: list[LayerCache] | None = None,
         index: jax.Array | int = 0,
+        segments: jax.Array | None = None,
+        src_segments: jax.Array | None = None,
     ):
         """tgt_in [B, Tq], the target tokens from index `index` on, over the encoder's
-        memory [B, S, D]; `positions` [B, T] are the whole target's
+        memory [B, S, D]; `positions` [B, T] are the whole target's; `segments` and
+        `src_segments` say which example each token is of, in packed rows
         -> (logits [B, Tq, V], self and cross weights, cache).
 
         Target padding only ever trails the target, so it is always in the future of a
@@ -333,7 +352,11 @@ class Transformer(hk.Module):
         here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
         x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training)
         self_mask = causal_mask(query_len, positions.shape[1], index)
-        cross_mask = padding_mask(query_len, src)
+        if segments is None:
+            cross_mask = padding_mask(query_len, src)
+        else:  # training on packed rows: no cache, the whole target at once
+            self_mask = self_mask & segment_mask(segments, segments)
+            cross_mask = segment_mask(segments, src_segments)
         caches = cache or [None] * len(self.decoder_layers)
         self_weights, cross_weights, new_cache = [], [], []
         for layer, layer_cache in zip(self.decoder_layers, caches):
@@ -358,11 +381,25 @@ class Transformer(hk.Module):
         return logits, jnp.stack(self_weights), jnp.stack(cross_weights), new_cache
 
     def __call__(
-        self, src, tgt_in, is_training: bool = False, src_positions=None, tgt_positions=None
+        self,
+        src,
+        tgt_in,
+        is_training: bool = False,
+        src_positions=None,
+        tgt_positions=None,
+        src_segments=None,
+        tgt_segments=None,
     ) -> tuple[jax.Array, Attention]:
-        memory, encoder_weights = self.encode(src, src_positions, is_training)
+        memory, encoder_weights = self.encode(src, src_positions, is_training, src_segments)
         logits, decoder_weights, cross_weights, _ = self.decode(
-            tgt_in, memory, src, tgt_positions, src_positions, is_training
+            tgt_in,
+            memory,
+            src,
+            tgt_positions,
+            src_positions,
+            is_training,
+            segments=tgt_segments,
+            src_segments=src_segments,
         )
         return logits, Attention(encoder_weights, decoder_weights, cross_weights)
 

@@ -21,12 +21,12 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jabcli import memory
+from jabcli import memory, packing
 from jabcli.config import TrainConfig
 from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
-from jabcli.tasks import Batch
+from jabcli.packing import Rows
 from jabcli.tokenizer import PAD_ID
 
 # Independent random streams folded from a run's root key: one per use, never shared.
@@ -62,14 +62,20 @@ def step_key(rng: jax.Array, stream: int, step) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(rng, stream), step)
 
 
-def cross_entropy(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, dict]:
-    """Mean token cross-entropy ignoring <pad>, plus token and whole-sequence accuracy."""
+def cross_entropy(
+    logits: jax.Array, targets: jax.Array, segments: jax.Array | None = None
+) -> tuple[jax.Array, dict]:
+    """Mean token cross-entropy ignoring <pad>, plus token and whole-answer accuracy (of
+    each example, when `segments` says which of a packed row's tokens are whose)."""
     real = targets != PAD_ID
     losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
     loss = jnp.sum(losses * real) / jnp.maximum(jnp.sum(real), 1)
     correct = (jnp.argmax(logits, -1) == targets) | ~real
     token_acc = jnp.sum(correct & real) / jnp.maximum(jnp.sum(real), 1)
-    seq_acc = jnp.mean(jnp.all(correct, axis=1))
+    if segments is None:
+        seq_acc = jnp.mean(jnp.all(correct, axis=1))
+    else:  # a packed row holds two answers
+        seq_acc = jnp.mean(jnp.stack([jnp.all(correct | (segments != s), axis=1) for s in (1, 2)]))
     return loss, {"loss": loss, "token_acc": token_acc, "seq_acc": seq_acc}
 
 
@@ -94,20 +100,38 @@ def init(experiment: Experiment, seed: int) -> TrainingState:
     return program.compile(compiler_options=INIT_COMPILER_OPTIONS)(seed)
 
 
-def loss_fn(experiment: Experiment, params, key: jax.Array, batch: Batch, positions_key):
-    src_positions, tgt_positions = experiment.positions(
-        positions_key, batch.src, batch.tgt_in.shape[1]
-    )
+def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: jax.Array) -> Rows:
+    """The batch one step trains on, with the positions the model gives it: two examples
+    per row when the experiment packs (packing.py), else one."""
+    tr, t = experiment.config.train, experiment.config.task
+    if experiment.packs:
+        length_key, symbol_key = jax.random.split(sample_key)
+        lengths = packing.paired_lengths(length_key, tr.batch_size // 2, t.min_len, t.max_len)
+        batch = experiment.task.sample_lengths(symbol_key, lengths, t.max_len)
+    else:
+        batch = experiment.sample(sample_key, tr.batch_size)
+    positions = experiment.positions(positions_key, batch.src, batch.tgt_in.shape[1])
+    rows = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
+    if experiment.packs:
+        rows = packing.pack(
+            rows, *packing.widths(experiment.task.output_length, t.min_len, t.max_len)
+        )
+    return rows
+
+
+def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
     logits, _ = experiment.model.forward(
         params,
         key,
-        batch.src,
-        batch.tgt_in,
+        rows.src,
+        rows.tgt_in,
         is_training=True,
-        src_positions=src_positions,
-        tgt_positions=tgt_positions,
+        src_positions=rows.src_positions,
+        tgt_positions=rows.tgt_positions,
+        src_segments=rows.src_segments,
+        tgt_segments=rows.tgt_segments,
     )
-    return cross_entropy(logits, batch.tgt_out)
+    return cross_entropy(logits, rows.tgt_out, rows.tgt_segments)
 
 
 def update(
@@ -115,13 +139,16 @@ def update(
 ) -> tuple[TrainingState, dict]:
     """One optimizer step on a batch drawn from (rng, step)."""
     tr = experiment.config.train
-    batch = experiment.sample(step_key(state.rng, TRAIN_STREAM, state.step), tr.batch_size)
+    rows = training_rows(
+        experiment,
+        step_key(state.rng, TRAIN_STREAM, state.step),
+        step_key(state.rng, POSITION_STREAM, state.step),
+    )
     if batch_sharding is not None:
-        batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+        rows = jax.lax.with_sharding_constraint(rows, batch_sharding)
     dropout_key = step_key(state.rng, DROPOUT_STREAM, state.step)
-    positions_key = step_key(state.rng, POSITION_STREAM, state.step)
     grads, metrics = jax.grad(functools.partial(loss_fn, experiment), has_aux=True)(
-        state.params, dropout_key, batch, positions_key
+        state.params, dropout_key, rows
     )
     updates, opt_state = make_optimizer(tr).update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -175,9 +202,12 @@ def check(experiment: Experiment) -> tuple[int, str]:
     in memory. Returns their size in bytes, and the options that set it."""
     tr = experiment.config.train
     devices = jax.device_count()
-    if tr.seeds == 1 and tr.batch_size % devices:
+    rows = tr.batch_size // 2 if experiment.packs else tr.batch_size
+    if tr.seeds == 1 and rows % devices:
+        packed = f", packed two examples per row into {rows} rows," if experiment.packs else ""
         raise JabError(
-            f"train.batch_size ({tr.batch_size}) must divide evenly over the {devices} devices"
+            f"train.batch_size ({tr.batch_size}){packed} must divide evenly over the "
+            f"{devices} devices"
         )
     one = jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
     state_bytes = tr.seeds * memory.tree_bytes(one)

@@ -1,0 +1,87 @@
+"""Packing two training examples into one row of the batch (jabcli/packing.py) makes
+steps cheaper without changing what any example computes."""
+
+import jax
+import numpy as np
+import pytest
+
+from jabcli import packing
+from jabcli.experiment import resolve
+from jabcli.packing import Rows
+from jabcli.training import cross_entropy, init, training_rows
+
+SMALL = ["model.d_model=32", "model.d_ff=64", "model.num_heads=2", "train.batch_size=8"]
+
+
+def forward(experiment, params, rows: Rows):
+    logits, _ = jax.jit(experiment.model.forward)(
+        params,
+        None,
+        rows.src,
+        rows.tgt_in,
+        src_positions=rows.src_positions,
+        tgt_positions=rows.tgt_positions,
+        src_segments=rows.src_segments,
+        tgt_segments=rows.tgt_segments,
+    )
+    return np.asarray(logits)
+
+
+@pytest.mark.parametrize(
+    "task, encoding",
+    [
+        ("reverse", "alibi"),
+        ("duplicate", "randomized"),  # answers twice as long; random positions
+        ("addition", "coupled"),  # lengths from 3; coupled positions
+        ("sort", "rope"),
+    ],
+)
+def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, encoding):
+    sets = [*SMALL, f"model.pos_encoding={encoding}", "model.max_positions=64"]
+    experiment = resolve(task, sets=sets)
+    params = init(experiment, 0).params
+    t = experiment.config.task
+    lengths = packing.paired_lengths(jax.random.PRNGKey(1), 4, t.min_len, t.max_len)
+    batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
+    positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
+    alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
+    packed = packing.pack(
+        alone, *packing.widths(experiment.task.output_length, t.min_len, t.max_len)
+    )
+    assert packed.src.shape[0] == 4 and alone.src.shape[0] == 8
+    alone_logits, packed_logits = (
+        forward(experiment, params, alone),
+        forward(experiment, params, packed),
+    )
+    answers = np.asarray(alone.tgt_out != 0).sum(1)
+    for row in range(4):
+        first, second = answers[row], answers[4 + row]
+        np.testing.assert_allclose(
+            packed_logits[row, :first], alone_logits[row, :first], rtol=1e-4, atol=1e-4
+        )
+        np.testing.assert_allclose(
+            packed_logits[row, first : first + second],
+            alone_logits[4 + row, :second],
+            rtol=1e-4,
+            atol=1e-4,
+        )
+        assert not np.asarray(packed.tgt_out)[row, first + second :].any()  # then padding
+    # The loss and accuracies of the step are those of the examples.
+    for name, value in cross_entropy(packed_logits, packed.tgt_out, packed.tgt_segments)[1].items():
+        expected = cross_entropy(alone_logits, alone.tgt_out)[1][name]
+        np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_packed_lengths_are_each_uniform_over_the_training_range():
+    lengths = np.asarray(packing.paired_lengths(jax.random.PRNGKey(0), 20000, 1, 16))
+    counts = np.bincount(lengths, minlength=17)[1:]
+    assert counts.sum() == 40000 and counts.min() > 0.9 * 2500 and counts.max() < 1.1 * 2500
+
+
+def test_a_training_step_packs_two_examples_per_row_only_for_generated_tasks():
+    experiment = resolve("reverse", sets=SMALL)
+    rows = training_rows(experiment, jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    assert rows.src.shape == (4, 1 + 16 + 2) and set(np.unique(rows.src_segments)) <= {0, 1, 2}
+    unpacked = resolve("reverse", sets=[*SMALL, "train.pack=false"])
+    rows = training_rows(unpacked, jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    assert rows.src.shape == (8, 17) and rows.src_segments is None
