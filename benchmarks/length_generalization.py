@@ -94,6 +94,7 @@ def study_one(
         "task.max_len=16",
         f"train.eval_every={steps}",  # evaluate once, at the end
         "train.target_seq_acc=1.0",
+        "train.pack=false",  # one example per row, as when the published figures were made
         *extra,
     ]
     experiment = resolve(task, sets=sets, steps=steps, seed=seed, seeds=seeds)

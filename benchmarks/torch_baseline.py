@@ -248,6 +248,7 @@ def measure_train_steps_per_sec(
     repeats: int = 3,
     seed: int = 0,
     threads: int | None = None,
+    dropout: float = 0.1,
 ) -> dict:
     """Train steps per second: `warmup` untimed steps, then `repeats` timed blocks of `steps`.
 
@@ -257,7 +258,7 @@ def measure_train_steps_per_sec(
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size))
+    model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size, dropout))
     model.train()
     optimizer = make_optimizer(model)
     batches = [
