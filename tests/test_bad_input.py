@@ -82,6 +82,10 @@ CASES = {
         ["train", "--task", "sort", "--set", "model.src_pos_encoding=nope"],
         "model.src_pos_encoding must be one of",
     ),
+    "odd batch when packing": (
+        ["train", "--task", "copy", "--set", "train.batch_size=33"],
+        "train.batch_size must be even to pack two examples per row, got 33",
+    ),
     "compare with one run": (["compare", RUN], "two or more"),
     "layer out of range": (
         ["show-attention", "--run", RUN, "--layer", "3"],
