@@ -268,21 +268,26 @@ def jab_train(
 
 
 def torch_train(shape: dict[str, int], sizes: Sizes) -> dict:
-    """The eager PyTorch baseline at the same shape, or why it was skipped."""
-    try:
-        import torch_baseline
-    except ImportError as err:
-        return {"skipped": f"PyTorch baseline not importable: {err}"}
-    return torch_baseline.measure_train_steps_per_sec(
+    """The eager PyTorch baseline at the same shape, in a process of its own (so that no
+    JAX thread pool shares the CPU with it), or why it was skipped."""
+    kwargs = {
         **shape,
-        src_len=shape["max_len"] + 1,
-        tgt_len=shape["max_len"] + 1,
-        vocab_size=VOCAB_SIZE,
-        steps=sizes.torch_steps,
-        warmup=sizes.torch_warmup,
-        repeats=sizes.torch_repeats,
-        dropout=TRAIN_DROPOUT,
+        "src_len": shape["max_len"] + 1,
+        "tgt_len": shape["max_len"] + 1,
+        "vocab_size": VOCAB_SIZE,
+        "steps": sizes.torch_steps,
+        "warmup": sizes.torch_warmup,
+        "repeats": sizes.torch_repeats,
+        "dropout": TRAIN_DROPOUT,
+    }
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch_baseline; "
+        f"print(json.dumps(torch_baseline.measure_train_steps_per_sec(**{kwargs!r})))"
     )
+    _, result = run_json_child(["-c", code])
+    if "error" in result:
+        return {"skipped": f"PyTorch baseline failed: {result['error'].splitlines()[-1]}"}
+    return result
 
 
 def bench_train(sizes: Sizes) -> dict:
