@@ -62,11 +62,6 @@ class Experiment:
         model = build(m, src_scheme, tgt_scheme, len(tokenizer))
         experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
         experiment.check_length(t.max_len, f"task.max_len {t.max_len}")
-        if experiment.packs and config.train.batch_size % 2:
-            raise JabError(
-                f"train.batch_size must be even to pack two examples per row, got "
-                f"{config.train.batch_size} (or set train.pack=false)"
-            )
         return experiment
 
     @property

@@ -197,11 +197,16 @@ def wait(tree: Any) -> Any:
 
 
 def check(experiment: Experiment) -> tuple[int, str]:
-    """Refuse, before anything is written or allocated, a run whose batch does not divide
-    over the devices or whose parameters and optimizer state (of every seed) do not fit
-    in memory. Returns their size in bytes, and the options that set it."""
+    """Refuse, before anything is written or allocated, a run whose batch cannot be packed
+    or does not divide over the devices, or whose parameters and optimizer state (of every
+    seed) do not fit in memory. Returns their size in bytes, and the options that set it."""
     tr = experiment.config.train
     devices = jax.device_count()
+    if experiment.packs and tr.batch_size % 2:
+        raise JabError(
+            f"train.batch_size must be even to pack two examples per row, got "
+            f"{tr.batch_size} (or set train.pack=false)"
+        )
     rows = tr.batch_size // 2 if experiment.packs else tr.batch_size
     if tr.seeds == 1 and rows % devices:
         packed = f", packed two examples per row into {rows} rows," if experiment.packs else ""
