@@ -8,6 +8,15 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from jabcli.display import (
+    CurvesView,
+    MissingExtra,
+    curves_image,
+    figure,
+    percent,
+    picture_svg,
+    spread,
+)
 from jabcli.session import Observer
 
 
@@ -19,18 +28,6 @@ def in_notebook() -> bool:
         return False
     shell = get_ipython()
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
-
-
-def percent(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def figure(row: dict[str, Any], name: str) -> str:
-    """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
-    if f"{name}_range" not in row:
-        return percent(row[name])
-    low, high = row[f"{name}_range"]
-    return f"{percent(row[name])} [{percent(low)}-{percent(high)}]"
 
 
 def bar(x: float, width: int = 100) -> str:
@@ -138,19 +135,17 @@ def attention_html(attention: Any) -> str:
 def curves_svg(curves: list[Any]) -> str:
     """Curves (inspection.Curve) as an SVG picture: drawn by matplotlib when the extra
     jab[plots] is installed, else the terminal drawing of `jab curves --save FILE.svg`."""
-    from jabcli import display
-
-    view = display.CurvesView(curves)
+    view = CurvesView(curves)
     try:
-        return display.curves_image(view, "svg").decode()
-    except display.MissingExtra:
-        return display.picture_svg(view)
+        return curves_image(view, "svg").decode()
+    except MissingExtra:
+        return picture_svg(view)
 
 
 class NotebookView(Observer):
     """Training's progress in a notebook: one output, updated in place, with a progress
     bar, the latest batch's loss and exact match, and the latest held-out exact match
-    (of a group of seeds: their median)."""
+    (of a group of seeds: median [min-max], as in the terminal's TrainView)."""
 
     def __init__(self) -> None:
         self.handle: Any = None
@@ -197,19 +192,16 @@ class NotebookView(Observer):
             self.handle.update(HTML(self.render()))
 
     def render(self) -> str:
-        def median(rows: list[dict[str, Any]], name: str) -> str:
-            values = sorted(r[name] for r in rows if name in r)
-            return percent(values[len(values) // 2]) if values else "-"
-
+        m, ev = self.metrics, self.eval
         figures = []
-        if self.metrics:
-            m = self.metrics
-            figures.append(f"loss {sorted(r['loss'] for r in m)[len(m) // 2]:.4f}")
-            figures.append(f"batch exact match {median(m, 'seq_acc')}")
+        if m:
+            loss = "{:.4f}".format
+            figures.append(f"loss {spread([r['loss'] for r in m], loss)}")
+            figures.append(f"batch exact match {spread([r['seq_acc'] for r in m])}")
             figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
-        if self.eval:
-            figures.append(f"held-out exact match {median(self.eval, 'seq_acc')}")
-            if all(e["seq_acc"] >= self.target for e in self.eval):
+        if ev:
+            figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
+            if all(e["seq_acc"] >= self.target for e in ev):
                 figures.append(f"target {percent(self.target)} reached")
         notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
         return (

@@ -119,18 +119,27 @@ def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: 
     return rows
 
 
-def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
+def rows_logits(
+    experiment: Experiment, params, key: jax.Array | None, rows: Rows, is_training: bool
+) -> jax.Array:
+    """Teacher-forced logits [R, T, vocab] of the rows one step trains on (packed or not);
+    `key` drives dropout when `is_training`."""
     logits, _ = experiment.model.forward(
         params,
         key,
         rows.src,
         rows.tgt_in,
-        is_training=True,
+        is_training=is_training,
         src_positions=rows.src_positions,
         tgt_positions=rows.tgt_positions,
         src_segments=rows.src_segments,
         tgt_segments=rows.tgt_segments,
     )
+    return logits
+
+
+def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
+    logits = rows_logits(experiment, params, key, rows, is_training=True)
     return cross_entropy(logits, rows.tgt_out, rows.tgt_segments)
 
 

@@ -8,23 +8,15 @@ import pytest
 from jabcli import packing
 from jabcli.experiment import resolve
 from jabcli.packing import Rows
-from jabcli.training import cross_entropy, init, training_rows
+from jabcli.training import cross_entropy, init, rows_logits, training_rows
 
 SMALL = ["model.d_model=32", "model.d_ff=64", "model.num_heads=2", "train.batch_size=8"]
 
 
 def forward(experiment, params, rows: Rows):
-    logits, _ = jax.jit(experiment.model.forward)(
-        params,
-        None,
-        rows.src,
-        rows.tgt_in,
-        src_positions=rows.src_positions,
-        tgt_positions=rows.tgt_positions,
-        src_segments=rows.src_segments,
-        tgt_segments=rows.tgt_segments,
-    )
-    return np.asarray(logits)
+    """The logits a training step computes for `rows`, without dropout."""
+    logits = jax.jit(lambda p, r: rows_logits(experiment, p, None, r, is_training=False))
+    return np.asarray(logits(params, rows))
 
 
 @pytest.mark.parametrize(
