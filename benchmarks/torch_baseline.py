@@ -17,6 +17,12 @@ Data is the reverse task over digit ids 3..12, drawn before timing starts so onl
 train steps are measured. Run it directly to print both benchmark shapes:
 
     python benchmarks/torch_baseline.py [--steps 50] [--repeats 3] [--threads N]
+
+`solve_reverse` is the time-to-solve baseline: jab's reverse preset (its initializers,
+AdamW with warmup and cosine decay, held-out exact match every `eval_every` steps,
+early stop at the target), trained and evaluated here in eager PyTorch:
+
+    python benchmarks/torch_baseline.py --solve --seed 0
 """
 
 from __future__ import annotations
@@ -145,6 +151,17 @@ class Transformer(nn.Module):
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    def init_as_jab(self) -> None:
+        """jab's (Haiku's) initializers: linear weights truncated normal with std
+        1/sqrt(fan_in), zero biases; embeddings truncated normal with std 1/sqrt(d_model)."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                std = module.in_features**-0.5
+                nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+                nn.init.zeros_(module.bias)
+        std = self.cfg.d_model**-0.5
+        nn.init.trunc_normal_(self.embed.weight, std=std, a=-2 * std, b=2 * std)
 
     def embed_tokens(self, ids: Tensor) -> Tensor:
         x = self.embed(ids) * math.sqrt(self.cfg.d_model) + self.pe[: ids.shape[1]]
@@ -293,6 +310,104 @@ def measure_train_steps_per_sec(
     }
 
 
+@torch.no_grad()
+def greedy_answers(model: Transformer, src: Tensor, max_out: int) -> Tensor:
+    """Greedy decoding, recomputing the decoder over the prefix: [B, S] -> [B, max_out]."""
+    tgt_in = torch.full((src.shape[0], 1), BOS_ID, dtype=src.dtype)
+    for _ in range(max_out):
+        token = model(src, tgt_in)[:, -1].argmax(dim=-1, keepdim=True)
+        tgt_in = torch.cat([tgt_in, token], dim=1)
+        if (tgt_in == EOS_ID).any(dim=1).all():
+            break
+    return tgt_in[:, 1:]
+
+
+def exact_match(answers: Tensor, tgt_out: Tensor) -> float:
+    """Share of rows whose answer up to and including its first <eos> equals the target."""
+    hits = 0
+    for answer, target in zip(answers.tolist(), tgt_out.tolist()):
+        want = target[: target.index(EOS_ID) + 1]
+        hits += answer[: len(want)] == want
+    return hits / len(answers)
+
+
+def warmup_cosine(step: int, warmup: int, total: int) -> float:
+    """optax.warmup_cosine_decay_schedule(0, lr, warmup, total, 0.1 lr), as a factor of lr."""
+    if step < warmup:
+        return step / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def solve_reverse(
+    *,
+    seed: int = 0,
+    d_model: int = 64,
+    num_heads: int = 4,
+    d_ff: int = 256,
+    num_layers: int = 2,
+    vocab_size: int = 50,
+    batch_size: int = 64,
+    min_len: int = 1,
+    max_len: int = 16,
+    steps: int = 2000,
+    learning_rate: float = 3e-3,
+    warmup_steps: int = 200,
+    weight_decay: float = 0.01,
+    eval_every: int = 200,
+    eval_samples: int = 512,
+    target_seq_acc: float = 0.995,
+    threads: int | None = None,
+) -> dict:
+    """Wall seconds to train the reverse task until held-out exact match reaches the
+    target, with jab's preset model and hyperparameters (one example per row: the
+    baseline does not pack). Batches are drawn as it goes, as jab draws them."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    start = time.perf_counter()
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    held_out = torch.Generator().manual_seed(seed + 1_000_003)
+    model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size, 0.0))
+    model.init_as_jab()
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=learning_rate, betas=(0.9, 0.98), weight_decay=weight_decay
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine(step, min(warmup_steps, steps), steps)
+    )
+    shape = {"src_len": max_len, "tgt_len": max_len + 1, "min_len": min_len, "max_len": max_len}
+
+    def draw(source: torch.Generator, rows: int) -> tuple[Tensor, Tensor, Tensor]:
+        """A reverse batch whose sources end with <eos>, as jab's do."""
+        src, tgt_in, tgt_out = reverse_batch(source, batch_size=rows, **shape)
+        src = F.pad(src, (0, 1), value=PAD_ID)
+        src.scatter_(1, (src != PAD_ID).sum(dim=1, keepdim=True), EOS_ID)
+        return src, tgt_in, tgt_out
+
+    seq_acc, step = 0.0, 0
+    while step < steps:
+        model.train()
+        train_step(model, optimizer, draw(generator, batch_size))
+        schedule.step()
+        step += 1
+        if step % eval_every == 0 or step == steps:
+            model.eval()
+            src, _, tgt_out = draw(held_out, eval_samples)
+            seq_acc = exact_match(greedy_answers(model, src, max_len + 1), tgt_out)
+            if seq_acc >= target_seq_acc:
+                break
+    return {
+        "seed": seed,
+        "wall_s": time.perf_counter() - start,
+        "steps": step,
+        "seq_acc": seq_acc,
+        "reached": seq_acc >= target_seq_acc,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+
+
 SHAPES: dict[str, dict[str, int]] = {
     "seed": {
         "d_model": 64, "num_heads": 4, "d_ff": 256, "num_layers": 2,
@@ -311,7 +426,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--solve", action="store_true", help="time to solve reverse instead")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.solve:
+        print(json.dumps(solve_reverse(seed=args.seed, threads=args.threads)))
+        return
 
     for name, shape in SHAPES.items():
         params = count_params(

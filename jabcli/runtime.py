@@ -1,12 +1,18 @@
-"""Process-wide JAX settings, applied before the first compilation, and JAX imported on
-first use by modules that commands which never compute also read (`jab tasks`)."""
+"""Process-wide JAX settings, applied before the first compilation; JAX imported on
+first use by modules that commands which never compute also read (`jab tasks`); and
+facts about a model that take tracing to find (its parameters' shapes), kept on disk."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import json
 import os
+import pickle
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 class Lazy:
@@ -26,12 +32,14 @@ def cache_dir() -> Path:
 
 
 configured = False  # the first call decides, for the whole process
+caching = False  # whether the caches are on (configure)
 
 
 def configure(no_cache: bool = False) -> None:
-    """Turn on JAX's persistent compilation cache unless --no-cache or JAB_NO_CACHE=1;
-    only the process's first call counts (the CLI's, before the API's it calls)."""
-    global configured
+    """Turn on JAX's persistent compilation cache, and `remembered`, unless --no-cache or
+    JAB_NO_CACHE=1; only the process's first call counts (the CLI's, before the API's it
+    calls)."""
+    global configured, caching
     if configured:
         return
     configured = True
@@ -39,6 +47,43 @@ def configure(no_cache: bool = False) -> None:
 
     if no_cache or os.environ.get("JAB_NO_CACHE", "") not in ("", "0"):
         return
+    caching = True
     jax.config.update("jax_compilation_cache_dir", str(cache_dir()))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of jab's own code: what another version traced is never reused."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
+    """`compute()`, a small picklable fact about the experiment's model that takes tracing
+    to find (its parameters' shapes, say), kept on disk beside the compilation cache
+    under a digest of `name`, the experiment's config and jab's code, so that the next
+    process reads it instead of tracing the model again. `file:` tasks are not kept (their
+    data, not only their config, shapes the model's programs)."""
+    if not (caching and experiment.task.generated):
+        return compute()
+    import jax
+
+    whole = [name, experiment.config.to_dict(), source_digest(), jax.__version__]
+    digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()
+    path = cache_dir().parent / "facts" / f"{digest}.pkl"
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:  # absent or unreadable: find it again
+        value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
+            out.write(pickle.dumps(value))
+        os.replace(out.name, path)
+    except OSError:  # a cache that cannot be written only costs the next start time
+        pass
+    return value

@@ -21,7 +21,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jabcli import memory, packing
+from jabcli import memory, packing, runtime
 from jabcli.config import TrainConfig
 from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
@@ -91,6 +91,26 @@ def init_state(experiment: Experiment, seed: jax.Array) -> TrainingState:
 # Initialisation runs once per run: XLA's backend optimizations would cost more
 # compilation time (about 1.4 s of 3.4 s for the reverse preset) than they could save.
 INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+@functools.cache
+def state_shapes(experiment: Experiment) -> TrainingState:
+    """The shapes and dtypes of one seed's training state, traced once and then kept
+    (runtime.remembered), since every command that loads or trains a model needs them."""
+    return runtime.remembered(
+        experiment,
+        "state shapes",
+        lambda: jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0)),
+    )
+
+
+def parameter_layout(experiment: Experiment) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The name (as checkpoints store it), shape and dtype of every parameter."""
+    leaves = jax.tree_util.tree_flatten_with_path(state_shapes(experiment).params)[0]
+    return {
+        "params" + jax.tree_util.keystr(path): (leaf.shape, str(leaf.dtype))
+        for path, leaf in leaves
+    }
 
 
 def init(experiment: Experiment, seed: int) -> TrainingState:
@@ -223,8 +243,7 @@ def check(experiment: Experiment) -> tuple[int, str]:
             f"train.batch_size ({tr.batch_size}){packed} must divide evenly over the "
             f"{devices} devices"
         )
-    one = jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
-    state_bytes = tr.seeds * memory.tree_bytes(one)
+    state_bytes = tr.seeds * memory.tree_bytes(state_shapes(experiment))
     sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
     if tr.seeds > 1:
         sizes = f"train.seeds or {sizes}"
@@ -288,13 +307,14 @@ class Trainer:
         chunk = jax.jit(chunk, donate_argnums=0, out_shardings=(state_sharding, replicated))
         # Compiled from shapes alone, so that a run too big for the machine is refused
         # before a single buffer is allocated.
-        make = jax.jit(make).trace(seeds)  # traced once: its shapes, then its program
+        lead = (tr.seeds,) if self.grouped else ()
         shapes = jax.tree_util.tree_map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=state_sharding),
-            make.out_info,
+            lambda x: jax.ShapeDtypeStruct(lead + x.shape, x.dtype, sharding=state_sharding),
+            state_shapes(experiment),
         )
         self.parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
-        self.chunk = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+        num_steps = jax.ShapeDtypeStruct((), jnp.int32)
+        self.chunk = chunk.lower(shapes, num_steps).compile()
         self.flops = flops_per_step(self.chunk, tr.seeds)
         memory.check(
             memory.program_bytes(self.chunk) + state_bytes,
@@ -303,7 +323,8 @@ class Trainer:
         )
         check_evaluation_memory(experiment, tr.eval_samples, "train.eval_samples")
         if states is None:  # runs once: compiled fast rather than optimized
-            state = make.lower().compile(compiler_options=INIT_COMPILER_OPTIONS)(seeds)
+            program = jax.jit(make).lower(seeds)
+            state = program.compile(compiler_options=INIT_COMPILER_OPTIONS)(seeds)
         else:
             state = stack(states) if self.grouped else states[0]
         self.state = wait(jax.device_put(state, state_sharding))
@@ -393,7 +414,7 @@ def state_from_arrays(
 ) -> TrainingState:
     """Rebuild a TrainingState, taking names, shapes and dtypes from the model's init;
     a checkpoint that does not fit is an error naming `source`."""
-    template = jax.eval_shape(functools.partial(init_state, experiment), jnp.asarray(0, jnp.uint32))
+    template = state_shapes(experiment)
     trees = []
     for prefix, tree in (("params", template.params), ("opt_state", template.opt_state)):
         leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)

@@ -1,5 +1,6 @@
 """Nothing lost: interrupts, resume, corrupted checkpoints, locks, bad numerics."""
 
+import dataclasses
 import fcntl
 import io
 import json
@@ -350,3 +351,48 @@ def test_a_computation_that_does_not_end_still_stops_on_a_second_ctrl_c(tmp_path
         err.strip() == "jab: error: interrupted; run folder run removed: it had no checkpoint yet"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_only_a_miss(
+    trained, monkeypatch
+):
+    """The parameters' names and shapes, which loading a checkpoint checks against, are
+    kept beside the compilation cache: a second `jab predict` reads them, a run of
+    another config gets its own, and a damaged entry is found again, never trusted."""
+    from jabcli import inspection, runtime, training
+    from jabcli.runs import Run
+
+    monkeypatch.setattr(runtime, "caching", True)
+    traced = []
+    layout = training.parameter_layout
+    monkeypatch.setattr(
+        training, "parameter_layout", lambda e: traced.append(e.config.model.d_model) or layout(e)
+    )
+    first = inspection.load(trained / "runs/tiny")
+    again = inspection.load(trained / "runs/tiny")
+    assert traced == [16]  # the second load read the shapes from disk
+    assert first.params.keys() == again.params.keys()
+    for module in first.params:
+        for name, value in first.params[module].items():
+            np.testing.assert_array_equal(value, again.params[module][name])
+
+    experiment = first.experiment
+    wider = type(experiment).create(
+        dataclasses.replace(
+            experiment.config,
+            model=dataclasses.replace(experiment.config.model, d_model=32),
+        )
+    )
+    assert runtime.remembered(wider, "parameters", lambda: "computed") == "computed"
+
+    facts = runtime.cache_dir().parent / "facts"
+    for entry in facts.glob("*.pkl"):
+        entry.write_bytes(b"not a pickle")
+    inspection.load(trained / "runs/tiny")
+    assert traced == [16, 16]
+
+    run = Run.open(trained / "runs/tiny")
+    arrays = run.load_checkpoint(run.checkpoint_entry("latest"))
+    arrays.pop(next(name for name in arrays if name.startswith("params")))
+    with pytest.raises(JabError, match=r"checkpoint x does not fit its config \(params\["):
+        inspection.params_from_arrays(experiment, arrays, "checkpoint x")
