@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich import box
 from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -28,7 +27,10 @@ from rich.text import Text
 
 from jabcli.errors import JabError
 from jabcli.runs import atomic_write
+from jabcli.runtime import Lazy
 from jabcli.session import Observer, Outcome
+
+np = Lazy("numpy")  # for heatmaps and medians only: `jab tasks` need not import it
 
 console = Console()
 

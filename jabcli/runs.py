@@ -36,12 +36,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import yaml
 
 from jabcli.config import FILE_PREFIX, Config, data_path, from_dict
 from jabcli.errors import JabError
+from jabcli.runtime import Lazy
 from jabcli.tokenizer import Tokenizer
+
+np = Lazy("numpy")  # for checkpoints only: `jab tasks` and `jab runs` need not import it
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
