@@ -59,6 +59,14 @@ EXTRA_ROWS = [
         (f"{task} coupled", task, ["model.pos_encoding=coupled"], 400)
         for task in ("duplicate", "copy", "reverse", "shift", "odds_first")
     ),
+    # The paper's reading of coupled positions, against jab's (biases only), same budgets.
+    ("reverse coupled_sinusoidal", "reverse", ["model.pos_encoding=coupled_sinusoidal"], 400),
+    (
+        "addition (reversed answer) coupled_sinusoidal",
+        "addition",
+        ["model.pos_encoding=coupled_sinusoidal", *ADDITION_REVERSED],
+        6000,
+    ),
     ("sort none/none", "sort", ["model.pos_encoding=none"], 2000),
     (
         "sort none/randomized",

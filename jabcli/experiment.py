@@ -124,7 +124,7 @@ class Experiment:
         limit = self.config.model.max_positions
         if self.coupled:
             source, answer = self.task.alignment(src, tgt_len)
-            return self.tgt_scheme.couple(source, answer, limit)
+            return self.tgt_scheme.couple(key, source, answer, limit)
         if max(src.shape[1], tgt_len) > limit:  # shapes are static: checked while tracing
             raise JabError(
                 f"sequences of {max(src.shape[1], tgt_len)} tokens do not fit "
@@ -150,10 +150,10 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
     tgt = get_scheme(m.tgt_pos_encoding, "model.tgt_pos_encoding") if m.tgt_pos_encoding else both
     for scheme in {src.name: src, tgt.name: tgt}.values():
         scheme.check(m.d_model, m.num_heads)
-    if src.coupled != tgt.coupled:
+    if (src.coupled or tgt.coupled) and src is not tgt:
         raise JabError(
-            "coupled positions couple the two sides: set model.pos_encoding=coupled, "
-            "not one side's encoding"
+            f"coupled positions couple the two sides: set model.pos_encoding="
+            f"{src.name if src.coupled else tgt.name}, not one side's encoding"
         )
     if tgt.coupled and not task.aligned:
         aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]

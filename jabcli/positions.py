@@ -38,9 +38,12 @@ The schemes:
   position| to its scores, plus a learned bias per head for small offsets (`Distance`).
   Cross-attention reads the input symbol aligned with each answer step and its
   neighbours, self-attention looks at neighbours, and as only differences between
-  positions reach the model, nothing it computes depends on the length. (Sinusoidal
-  vectors at coupled positions, with a random s per training sequence as in the paper,
-  did worse in single-seed trials on addition; a 3-seed comparison is still owed.)
+  positions reach the model, nothing it computes depends on the length.
+- `coupled_sinusoidal`: the same coupled positions and attention biases, and also
+  sinusoidal vectors at those positions, added to the token embeddings as in the paper,
+  with s drawn at random per sequence (as `randomized` draws, in training and at
+  evaluation alike) so that every position a long input reaches was trained. Kept to
+  compare with `coupled` (README, Length generalization).
 
 Except for `coupled`, cross-attention compares a target position with a source
 position that carry no common origin, so it is left without positions.
@@ -200,29 +203,50 @@ class Coupled(PositionalScheme):
         return DISTANCE
 
     def couple(
-        self, source: jax.Array, answer: jax.Array, max_positions: int
+        self, key: jax.Array, source: jax.Array, answer: jax.Array, max_positions: int
     ) -> tuple[jax.Array, jax.Array]:
         """Alignment indices ([B, S], [B, T]; see Task.alignment) -> positions: 0 where
         unaligned, else first + s + index, with s half of the room max_positions leaves:
         far enough from 0 that no data position attends to <eos> or a separator."""
         span = jnp.maximum(jnp.max(source, axis=1), jnp.max(answer, axis=1)) + 1
-        start = jnp.maximum(max_positions - self.first - span, 0) // 2
+        start = self.start(key, jnp.maximum(max_positions - self.first - span, 0))
 
         def place(index):
             return jnp.where(index < -1, 0, self.first + start[:, None] + index).astype(jnp.int32)
 
         return place(source), place(answer)
 
+    def start(self, key: jax.Array, room: jax.Array) -> jax.Array:
+        """s per sequence [B], given the room [B] its positions leave."""
+        return room // 2
+
     def positions_needed(self, span: int) -> int:
         """Positions that alignment indices 0 .. span - 1 need."""
         return self.first + span
+
+
+class CoupledSinusoidal(Coupled):
+    name = "coupled_sinusoidal"
+    make_vectors = Sinusoidal.make_vectors
+
+    def start(self, key, room):
+        return jax.random.randint(key, room.shape, 0, room + 1)
 
 
 DISTANCE = Distance()
 
 SCHEMES: dict[str, PositionalScheme] = {
     scheme.name: scheme
-    for scheme in (Sinusoidal(), Learned(), Rope(), Alibi(), Randomized(), CONTENT_ONLY, Coupled())
+    for scheme in (
+        Sinusoidal(),
+        Learned(),
+        Rope(),
+        Alibi(),
+        Randomized(),
+        CONTENT_ONLY,
+        Coupled(),
+        CoupledSinusoidal(),
+    )
 }
 
 

@@ -83,30 +83,39 @@ def test_alibi_lets_the_encoder_tell_a_key_on_the_left_from_one_on_the_right():
     assert np.all(np.diff(bias[:, query, query:], axis=-1) < 0)
 
 
-def coupled(task="reverse", *sets):
+def coupled(task="reverse", *sets, scheme="coupled"):
     from jabcli.experiment import resolve
 
-    experiment = resolve(task, sets=["model.pos_encoding=coupled", *sets])
+    experiment = resolve(task, sets=[f"model.pos_encoding={scheme}", *sets])
     batch = experiment.sample(jax.random.PRNGKey(1), 8)
     params = experiment.model.init(jax.random.PRNGKey(2), batch.src, batch.tgt_in)
     # Larger weights than at initialisation, so that logits vary from step to step.
     return experiment, batch, jax.tree_util.tree_map(lambda w: 3 * w, params)
 
 
-def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding():
-    experiment, batch, params = coupled()
+@pytest.mark.parametrize("scheme", ["coupled", "coupled_sinusoidal"])
+def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding(scheme):
+    experiment, batch, params = coupled(scheme=scheme)
     fns, width = experiment.model, batch.tgt_in.shape[1]
     src_positions, tgt_positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
-    # Another key (training draws one per step) gives the same positions.
+    # Another key (training draws one per step): the same positions with `coupled`, the
+    # same alignment at another random start with `coupled_sinusoidal`.
     again = experiment.positions(jax.random.PRNGKey(3), batch.src, width)
-    np.testing.assert_array_equal(again[0], src_positions)
-    np.testing.assert_array_equal(again[1], tgt_positions)
+    same = scheme == "coupled"
+    assert np.array_equal(again[0], src_positions) == same
+    for mine, other in zip((src_positions, tgt_positions), again):
+        data = np.asarray(mine) > 0
+        np.testing.assert_array_equal(np.asarray(other) > 0, data)
+        np.testing.assert_array_equal(
+            np.where(data, other - other[:, :1], 0), np.where(data, mine - mine[:, :1], 0)
+        )
     # The answer step at index t of a reverse reads input symbol n - 1 - t, by position.
     lengths = np.sum(np.asarray(batch.src) > 2, axis=1)
     for row, n in enumerate(lengths):
         src_row, tgt_row = np.asarray(src_positions[row]), np.asarray(tgt_positions[row])
         np.testing.assert_array_equal(tgt_row[:n], src_row[:n][::-1])
-        assert src_row[n] == tgt_row[n] == 0 and src_row[:n].min() > 100
+        assert src_row[n] == tgt_row[n] == 0 and src_row[:n].min() >= 2
+        assert src_row[:n].min() > 100 or not same  # half the room: far from <eos>'s 0
     # Teacher-forced logits (training, full decoding) equal cached step-by-step logits.
     logits, _ = jax.jit(fns.forward)(
         params,
