@@ -41,11 +41,12 @@ The schemes:
   positions reach the model, nothing it computes depends on the length.
 - `coupled_sinusoidal`: the same coupled positions and attention biases, and also
   sinusoidal vectors at those positions, added to the token embeddings as in the paper,
-  with s drawn at random per sequence (as `randomized` draws, in training and at
-  evaluation alike) so that every position a long input reaches was trained. Kept to
+  with s drawn at random per sequence from [16, what max_positions leaves] (as
+  `randomized` draws, in training and at evaluation alike) so that every position a
+  long input reaches was trained, and no symbol sits within 16 of <eos>'s 0. Kept to
   compare with `coupled` (README, Length generalization).
 
-Except for `coupled`, cross-attention compares a target position with a source
+Except for the coupled schemes, cross-attention compares a target position with a source
 position that carry no common origin, so it is left without positions.
 
 `model.src_pos_encoding` and `model.tgt_pos_encoding` choose a scheme per side
@@ -206,8 +207,9 @@ class Coupled(PositionalScheme):
         self, key: jax.Array, source: jax.Array, answer: jax.Array, max_positions: int
     ) -> tuple[jax.Array, jax.Array]:
         """Alignment indices ([B, S], [B, T]; see Task.alignment) -> positions: 0 where
-        unaligned, else first + s + index, with s half of the room max_positions leaves:
-        far enough from 0 that no data position attends to <eos> or a separator."""
+        unaligned, else first + s + index, with s (`start`) half of the room
+        max_positions leaves: far enough from 0 that no data position attends to <eos>
+        or a separator. `key` draws s where a subclass draws it."""
         span = jnp.maximum(jnp.max(source, axis=1), jnp.max(answer, axis=1)) + 1
         start = self.start(key, jnp.maximum(max_positions - self.first - span, 0))
 
@@ -228,9 +230,13 @@ class Coupled(PositionalScheme):
 class CoupledSinusoidal(Coupled):
     name = "coupled_sinusoidal"
     make_vectors = Sinusoidal.make_vectors
+    margin = 16  # s >= this: attention from a symbol to <eos> pays a distance of 16 or more
 
     def start(self, key, room):
-        return jax.random.randint(key, room.shape, 0, room + 1)
+        return jax.random.randint(key, room.shape, self.margin, jnp.maximum(room, self.margin) + 1)
+
+    def positions_needed(self, span):
+        return super().positions_needed(span) + self.margin
 
 
 DISTANCE = Distance()

@@ -72,18 +72,37 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
         return compute()
     import jax
 
-    whole = [name, experiment.config.to_dict(), source_digest(), jax.__version__]
+    whole = [
+        name,
+        experiment.config.to_dict(),
+        experiment.tokenizer.tokens,  # a run keeps its own vocabulary
+        source_digest(),
+        versions(),
+        str(jax.config.jax_default_prng_impl),
+    ]
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()
     path = cache_dir().parent / "facts" / f"{digest}.pkl"
     try:
         return pickle.loads(path.read_bytes())
     except Exception:  # absent or unreadable: find it again
         value = compute()
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        data = pickle.dumps(value)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
-            out.write(pickle.dumps(value))
-        os.replace(out.name, path)
-    except OSError:  # a cache that cannot be written only costs the next start time
-        pass
+            temporary = out.name
+            out.write(data)
+        os.replace(temporary, path)
+    except Exception:  # a cache that cannot be written only costs the next start time
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
     return value
+
+
+@functools.cache
+def versions() -> list[str]:
+    """The versions of the libraries that decide a model's parameters and state."""
+    from importlib import metadata
+
+    return [metadata.version(package) for package in ("jax", "jaxlib", "dm-haiku", "optax")]
