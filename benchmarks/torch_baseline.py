@@ -168,14 +168,22 @@ class Transformer(nn.Module):
         return self.dropout(x)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        return self.decode(src, self.encode(src), tgt_in)
+
+    def encode(self, src: Tensor) -> Tensor:
+        """[B, S] -> the encoder's output [B, S, d_model]."""
+        src_mask = (src != PAD_ID)[:, None, None, :]  # [B, 1, 1, S]
+        memory = self.embed_tokens(src)
+        for layer in self.encoder:
+            memory = layer(memory, src_mask)
+        return memory
+
+    def decode(self, src: Tensor, memory: Tensor, tgt_in: Tensor) -> Tensor:
+        """The encoder's output and targets [B, T] -> logits [B, T, vocab]."""
         tgt_len = tgt_in.shape[1]
         src_mask = (src != PAD_ID)[:, None, None, :]  # [B, 1, 1, S]
         causal = torch.ones(tgt_len, tgt_len, dtype=torch.bool, device=src.device).tril()
         tgt_mask = (tgt_in != PAD_ID)[:, None, None, :] & causal  # [B, 1, T, T]
-
-        memory = self.embed_tokens(src)
-        for layer in self.encoder:
-            memory = layer(memory, src_mask)
         y = self.embed_tokens(tgt_in)
         for layer in self.decoder:
             y = layer(y, memory, tgt_mask, src_mask)
@@ -312,10 +320,12 @@ def measure_train_steps_per_sec(
 
 @torch.no_grad()
 def greedy_answers(model: Transformer, src: Tensor, max_out: int) -> Tensor:
-    """Greedy decoding, recomputing the decoder over the prefix: [B, S] -> [B, max_out]."""
+    """Greedy decoding, encoding once and recomputing the decoder over the prefix
+    (jab keeps a key/value cache instead): [B, S] -> [B, max_out]."""
+    memory = model.encode(src)
     tgt_in = torch.full((src.shape[0], 1), BOS_ID, dtype=src.dtype)
     for _ in range(max_out):
-        token = model(src, tgt_in)[:, -1].argmax(dim=-1, keepdim=True)
+        token = model.decode(src, memory, tgt_in)[:, -1].argmax(dim=-1, keepdim=True)
         tgt_in = torch.cat([tgt_in, token], dim=1)
         if (tgt_in == EOS_ID).any(dim=1).all():
             break
@@ -385,21 +395,24 @@ def solve_reverse(
         src.scatter_(1, (src != PAD_ID).sum(dim=1, keepdim=True), EOS_ID)
         return src, tgt_in, tgt_out
 
-    seq_acc, step = 0.0, 0
+    seq_acc, step, eval_s = 0.0, 0, 0.0
     while step < steps:
         model.train()
         train_step(model, optimizer, draw(generator, batch_size))
         schedule.step()
         step += 1
         if step % eval_every == 0 or step == steps:
+            tic = time.perf_counter()
             model.eval()
             src, _, tgt_out = draw(held_out, eval_samples)
             seq_acc = exact_match(greedy_answers(model, src, max_len + 1), tgt_out)
+            eval_s += time.perf_counter() - tic
             if seq_acc >= target_seq_acc:
                 break
     return {
         "seed": seed,
         "wall_s": time.perf_counter() - start,
+        "eval_s": eval_s,
         "steps": step,
         "seq_acc": seq_acc,
         "reached": seq_acc >= target_seq_acc,

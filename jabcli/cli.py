@@ -140,7 +140,11 @@ CheckpointOption = Annotated[
     ),
 ]
 NoCacheOption = Annotated[
-    bool, typer.Option("--no-cache", help="Do not use the persistent compilation cache.")
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Do not use the persistent compilation cache (nor the model shapes kept beside it).",
+    ),
 ]
 StepsOption = Annotated[
     Optional[int],

@@ -43,7 +43,7 @@ from jabcli.errors import JabError
 from jabcli.runtime import Lazy
 from jabcli.tokenizer import Tokenizer
 
-np = Lazy("numpy")  # for checkpoints only: `jab tasks` and `jab runs` need not import it
+np = Lazy("numpy")  # for checkpoints only: `jab tasks` need not import it
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
