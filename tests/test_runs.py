@@ -354,7 +354,7 @@ def test_a_computation_that_does_not_end_still_stops_on_a_second_ctrl_c(tmp_path
 
 
 def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_only_a_miss(
-    trained, monkeypatch
+    trained, monkeypatch, tmp_path
 ):
     """The parameters' names and shapes, which loading a checkpoint checks against, are
     kept beside the compilation cache: a second `jab predict` reads them, a run of
@@ -363,6 +363,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     from jabcli.runs import Run
 
     monkeypatch.setattr(runtime, "caching", True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # not the cache other tests share
     traced = []
     layout = training.parameter_layout
     monkeypatch.setattr(
