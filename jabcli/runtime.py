@@ -65,9 +65,10 @@ def source_digest() -> str:
 def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
     """`compute()`, a small picklable fact about the experiment's model that takes tracing
     to find (its parameters' shapes, say), kept on disk beside the compilation cache
-    under a digest of `name`, the experiment's config and jab's code, so that the next
-    process reads it instead of tracing the model again. `file:` tasks are not kept (their
-    data, not only their config, shapes the model's programs)."""
+    under a digest of `name`, the experiment's config and vocabulary, jab's code and the
+    libraries' versions, so that the next process reads it instead of tracing again.
+    `file:` tasks are not kept (their data, not only their config, shapes the model's
+    programs)."""
     if not (caching and experiment.task.generated):
         return compute()
     import jax
