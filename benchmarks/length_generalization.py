@@ -30,6 +30,7 @@ import argparse
 import json
 import multiprocessing
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -225,7 +226,9 @@ def main() -> None:
     old = json.loads(args.out.read_text()) if args.merge and args.out.exists() else None
     results = []
     context = multiprocessing.get_context("spawn")  # JAX does not survive fork
-    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    pool = ProcessPoolExecutor(args.jobs, mp_context=context)
+    try:
         futures = [
             pool.submit(
                 study_one,
@@ -250,6 +253,12 @@ def main() -> None:
             )
             report["wall_s"] = time.perf_counter() - tic
             write(args.out, report, results, old)
+    except BaseException:  # Ctrl-C, SIGTERM or a failed row: no worker trains on unseen
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     print_table(json.loads(args.out.read_text()))
 
 
