@@ -75,10 +75,9 @@ def params_from_arrays(experiment: Experiment, arrays: dict[str, np.ndarray], so
 
     params: dict[str, dict[str, np.ndarray]] = {}
     for name, (shape, dtype) in runtime.remembered(experiment, "parameters", layout).items():
-        if name not in arrays or arrays[name].shape != shape:
-            raise JabError(f"{source} does not fit its config ({name})")
+        value = runs.checkpoint_array(arrays, name, shape, source)
         module, leaf = re.findall(r"\['(.*?)'\]", name)  # params['module']['leaf']
-        params.setdefault(module, {})[leaf] = arrays[name].astype(dtype)
+        params.setdefault(module, {})[leaf] = value.astype(dtype)
     return params
 
 

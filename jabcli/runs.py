@@ -58,6 +58,16 @@ def data_copy(source: str) -> str:
     return DATA_FILE + Path(source).suffix.lower()
 
 
+def checkpoint_array(
+    arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...], source: str
+) -> np.ndarray:
+    """The array `name` of a checkpoint's `arrays`, which must hold it with this shape;
+    else an error naming `source`, the checkpoint."""
+    if name not in arrays or arrays[name].shape != tuple(shape):
+        raise JabError(f"{source} does not fit its config ({name})")
+    return arrays[name]
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

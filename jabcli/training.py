@@ -27,6 +27,7 @@ from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
 from jabcli.packing import Rows
+from jabcli.runs import checkpoint_array
 from jabcli.tokenizer import PAD_ID
 
 # Independent random streams folded from a run's root key: one per use, never shared.
@@ -421,9 +422,8 @@ def state_from_arrays(
         values = []
         for path, leaf in leaves:
             name = prefix + jax.tree_util.keystr(path)
-            if name not in arrays or arrays[name].shape != leaf.shape:
-                raise JabError(f"{source} does not fit its config ({name})")
-            values.append(jnp.asarray(arrays[name], dtype=leaf.dtype))
+            value = checkpoint_array(arrays, name, leaf.shape, source)
+            values.append(jnp.asarray(value, dtype=leaf.dtype))
         trees.append(jax.tree_util.tree_unflatten(treedef, values))
     if "rng" not in arrays or "step" not in arrays:
         raise JabError(f"{source} does not fit its config (no rng or step)")
