@@ -10,7 +10,7 @@ then measures exact match on fresh held-out inputs at every length up to --longe
 
 The rows: the grid of reverse, copy and sort with each classic encoding (--tasks,
 --encodings, --steps), and EXTRA_ROWS: coupled positions on every task that has an
-alignment, and sort with no source positions.
+alignment, index hints on copy and reverse, and sort with no source positions.
 
     python benchmarks/length_generalization.py                # grid and extra rows
     python benchmarks/length_generalization.py --rows --merge # only the extra rows,
@@ -72,6 +72,18 @@ EXTRA_ROWS = [
     (
         "sort none/randomized",
         "sort",
+        ["model.src_pos_encoding=none", "model.tgt_pos_encoding=randomized"],
+        2000,
+    ),
+    # The alignment learned, not given: the model writes each symbol's index hint itself
+    # and finds it in the input; `distance` attention keeps that lookup length-blind.
+    *(
+        (f"{task} index hints", task, ["task.index_hints=true", "model.pos_encoding=distance"], n)
+        for task, n in (("copy", 1000), ("reverse", 3000))
+    ),
+    (  # sort's best setting, on the task with three symbols and many duplicates
+        "bucket_sort none/randomized",
+        "bucket_sort",
         ["model.src_pos_encoding=none", "model.tgt_pos_encoding=randomized"],
         2000,
     ),

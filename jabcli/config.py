@@ -35,6 +35,7 @@ class TaskConfig:
     alphabet: str = ""  # "" means the task's own alphabet
     shift: int = 1  # shift: how far to rotate
     reverse_answer: bool = False  # addition: write the sum least significant digit first
+    index_hints: bool = False  # tasks that move symbols: an index before every symbol
     held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
 
 

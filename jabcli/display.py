@@ -499,7 +499,7 @@ def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -
     grid = Table(box=None, show_header=True, padding=(0, 0), header_style="bold")
     grid.add_column("", justify="right", no_wrap=True)
     for c in cols:
-        grid.add_column(label(c), justify="center", width=2, no_wrap=True)
+        grid.add_column(label(c, narrow=True), justify="center", width=2, no_wrap=True)
     for r, row in zip(rows, weights):
         cells = [shade(float(w)) for w in row]
         grid.add_row(label(r) + " ", *cells)
@@ -522,8 +522,16 @@ def legend() -> Text:
     return text
 
 
-def label(token: str) -> str:
+def label(token: str, narrow: bool = False) -> str:
+    """A token as a heatmap labels it; `narrow`: in two characters, an index hint [k]
+    by the last two digits of k."""
+    if narrow and is_hint(token):
+        return token[1:-1][-2:]
     return {"<pad>": "·", "<bos>": "^", "<eos>": "$"}.get(token, token)
+
+
+def is_hint(token: str) -> bool:
+    return len(token) > 2 and token[0] == "[" and token[-1] == "]"
 
 
 @dataclass
@@ -532,13 +540,19 @@ class AttentionView:
 
     title: str
     panels: list[Panel]
+    tokens: list[str]  # the labels of rows and columns
     command = "show-attention"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
         yield Columns(self.panels, padding=(0, 1))
         yield legend()
-        yield Text("rows: queries, columns: keys; ^ = <bos>, $ = <eos>", style="dim")
+        hints = any(is_hint(token) for token in self.tokens)
+        yield Text(
+            "rows: queries, columns: keys; ^ = <bos>, $ = <eos>"
+            + ("; index hint [k] heads a column as k's last two digits" if hints else ""),
+            style="dim",
+        )
 
     def width(self, console: Console) -> int:
         """The terminal width it needs: the widest heatmap, whole (one squeezed into fewer
@@ -561,7 +575,7 @@ def attention_view(attention: Any, head: str | None, run_path: str) -> Attention
         f"{attention.kind} attention, layer {attention.layer} of {run_path}: "
         f"input {attention.input} -> output {attention.answer} ({attention.verdict})"
     )
-    return AttentionView(title, panels)
+    return AttentionView(title, panels, [*rows, *cols])
 
 
 def show_picture(view: AttentionView | CurvesView) -> None:

@@ -100,7 +100,7 @@ def check_evaluation_memory(
     """Refuse an evaluation of `rows` sources whose held-out sample, answers and scored
     examples would not fit in memory."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
-    width = max_len + 1 + 2 * experiment.decoder_length(max_len)
+    width = experiment.task.source_tokens(max_len) + 1 + 2 * experiment.decoder_length(max_len)
     # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
     # example as text on the host, a few hundred bytes apiece.
     per_row = 4 * 4 * width + 4 * experiment.decoder_length(max_len) + 400 + 8 * width
@@ -111,14 +111,16 @@ def score(
     tokenizer: Tokenizer, src: np.ndarray, predicted: np.ndarray, expected: np.ndarray
 ) -> dict:
     """Token and exact-match accuracy of answers [N, T] against references, overall and
-    per source length, with every example decoded to text."""
+    per source length, with every example decoded to text. Index hints are the model's
+    working, not its answer: only the symbols count."""
+    predicted, expected = symbols_only(tokenizer, predicted), symbols_only(tokenizer, expected)
     width = max(predicted.shape[1], expected.shape[1])
     predicted = np.pad(predicted, ((0, 0), (0, width - predicted.shape[1])))
     expected = np.pad(expected, ((0, 0), (0, width - expected.shape[1])))
     real = expected != PAD_ID
     token_hits = (predicted == expected) & real
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
-    lengths = np.sum((src != PAD_ID) & (src != EOS_ID), axis=1)
+    lengths = np.sum((src != PAD_ID) & (src != EOS_ID) & ~tokenizer.is_hint(src), axis=1)
     per_length = {}
     for length in np.unique(lengths):
         rows = lengths == length
@@ -139,3 +141,13 @@ def score(
         "per_length": per_length,
         "examples": examples,
     }
+
+
+def symbols_only(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:
+    """Id rows [N, T] with their index hints taken out, the rest moved up, <pad> after."""
+    hints = tokenizer.is_hint(ids)
+    if not hints.any():
+        return ids
+    order = np.argsort(hints, axis=1, kind="stable")  # the other tokens first, in order
+    kept = np.take_along_axis(ids, order, axis=1)
+    return np.where(np.take_along_axis(hints, order, axis=1), PAD_ID, kept)

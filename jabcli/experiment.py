@@ -23,7 +23,7 @@ from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.positions import PositionalScheme, get_scheme
 from jabcli.tasks import TASKS, Batch, Task, task_class
-from jabcli.tokenizer import PAD_ID, Tokenizer
+from jabcli.tokenizer import HINTS, PAD_ID, Tokenizer
 
 DATA_SUFFIXES = (".tsv", ".jsonl")
 
@@ -43,10 +43,14 @@ class Experiment:
     def create(
         cls, config: Config, tokenizer: Tokenizer | None = None, data: DataFile | None = None
     ) -> Experiment:
-        """Build and check; `data` is the task's data file when already read."""
-        tokenizer = tokenizer or Tokenizer()
+        """Build and check; `data` is the task's data file when already read; the
+        tokenizer is the shared vocabulary (with the index hints if the task has them)
+        unless a saved run's is given."""
         t, m = config.task, config.model
+        tokenizer = tokenizer or (Tokenizer.with_hints() if t.index_hints else Tokenizer())
         task = build_task(t, tokenizer, data)
+        if t.index_hints:
+            check_hints(t.name, task, tokenizer)
         if t.alphabet and t.alphabet != task.alphabet:
             raise JabError(
                 f"task {t.name} always uses the alphabet {task.alphabet!r}; "
@@ -76,7 +80,7 @@ class Experiment:
 
     def decoder_length(self, max_len: int) -> int:
         """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""
-        return self.task.output_length(max_len) + 1
+        return self.task.answer_tokens(max_len) + 1
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
@@ -88,6 +92,10 @@ class Experiment:
 
     def check_length(self, max_len: int, what: str) -> None:
         """Sources of up to `max_len` symbols must fit in the model's positions."""
+        if self.task.index_hints and max_len > HINTS:
+            raise JabError(
+                f"{what} is longer than the {HINTS} symbols that task.index_hints can number"
+            )
         needed = self.positions_needed(max_len)
         m = self.config.model
         if needed > m.max_positions:
@@ -131,9 +139,10 @@ class Experiment:
                 f"model.max_positions = {limit}"
             )
         src_counts = jnp.sum(src != PAD_ID, axis=1)
-        tgt_counts = jnp.minimum(self.task.output_length(src_counts - 1) + 1, limit)
+        tgt_counts = jnp.minimum(self.task.answer_tokens(self.task.symbol_counts(src)) + 1, limit)
         # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        wide = min(max(tgt_len, self.decoder_length(src.shape[1] - 1)), limit)
+        longest = self.decoder_length(self.task.symbols_in(src.shape[1] - 1))
+        wide = min(max(tgt_len, longest), limit)
         src_key, tgt_key = jax.random.split(key)
         return (
             self.src_scheme.draw(src_key, src_counts, src.shape[1], limit),
@@ -155,6 +164,11 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
             f"coupled positions couple the two sides: set model.pos_encoding="
             f"{src.name if src.coupled else tgt.name}, not one side's encoding"
         )
+    if tgt.coupled and task.index_hints:
+        raise JabError(
+            "task.index_hints and coupled positions cannot be combined: coupling gives the "
+            "model the alignment that hints make it find"
+        )
     if tgt.coupled and not task.aligned:
         aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
         raise JabError(
@@ -162,6 +176,18 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
             f"reads, so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
         )
     return src, tgt
+
+
+def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
+    """Index hints need a task whose answer symbols are input symbols, and hint tokens."""
+    if not task.hintable:
+        hintable = [name for name, cls in TASKS.items() if cls(tokenizer=tokenizer).hintable]
+        raise JabError(
+            f"task.index_hints needs a task whose answer symbols are its input's symbols "
+            f"({', '.join(hintable)}); {name} is not one"
+        )
+    if tokenizer.hint_start is None:
+        raise JabError("task.index_hints is set, but the run's vocabulary has no index hints")
 
 
 def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None) -> Task:
@@ -214,7 +240,7 @@ def resolve(
     if seeds is not None:
         config.train.seeds = seeds
     configuration.validate(config)
-    return Experiment.create(config, Tokenizer(), data)
+    return Experiment.create(config, None, data)
 
 
 def apply_data_file(config: Config, name: str) -> DataFile:

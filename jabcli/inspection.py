@@ -233,7 +233,8 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
         experiment.task.check_input(clean(text))
     longest = max(map(len, rows))
     experiment.check_length(longest, f"an input of length {longest}")
-    batch = np.full((len(rows), longest + 1), PAD_ID, np.int32)
+    rows = [experiment.task.hint_source(row) for row in rows]
+    batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
     return batch
@@ -246,7 +247,7 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     from jabcli.decode import answer
 
     experiment = loaded.experiment
-    max_out = experiment.decoder_length(src.shape[1] - 1)
+    max_out = experiment.decoder_length(experiment.task.symbols_in(src.shape[1] - 1))
     out, positions = answer(experiment, loaded.params, jax.random.PRNGKey(DECODE_KEY), src, max_out)
     return np.asarray(out), positions
 

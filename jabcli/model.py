@@ -119,7 +119,7 @@ class MultiHeadAttention(hk.Module):
         bias = self.scheme.score_bias(query_positions, key_positions, self.num_heads, self.causal)
         if bias is not None:
             logits = logits + bias
-        logits = jnp.where(mask, logits, NEG_INF)
+        logits = jnp.where(mask, self.scheme.scale_scores(logits, mask), NEG_INF)
         attn_weights = jax.nn.softmax(logits, axis=-1)
         attended = jnp.einsum("bhqt,bthk->bqhk", attn_weights, kv.values)
         return self.out_proj(attended.reshape(batch, query_len, -1)), attn_weights, kv

@@ -41,13 +41,13 @@ def paired_lengths(key: jax.Array, pairs: int, min_len: int, max_len: int) -> ja
     return jnp.concatenate([first, min_len + max_len - first])
 
 
-def widths(output_length, min_len: int, max_len: int) -> tuple[int, int]:
+def widths(task, min_len: int, max_len: int) -> tuple[int, int]:
     """Source and target widths of a packed row: the most tokens (with each example's
-    <eos>) a pair of complementary lengths can need."""
+    <eos>) a pair of complementary lengths of the task's sources can need."""
     total = min_len + max_len
     pairs = [(n, total - n) for n in range(min_len, max_len + 1)]
-    source = max(a + b + 2 for a, b in pairs)
-    target = max(int(output_length(a)) + int(output_length(b)) + 2 for a, b in pairs)
+    source = max(int(task.source_tokens(a)) + int(task.source_tokens(b)) + 2 for a, b in pairs)
+    target = max(int(task.answer_tokens(a)) + int(task.answer_tokens(b)) + 2 for a, b in pairs)
     return source, target
 
 

@@ -26,6 +26,13 @@ The schemes:
   many positions a sequence draws depends only on its source (`Experiment.positions`),
   never on the answer's actual length, which the causal decoder must not be told.
 
+- `distance`: no position vectors; every self-attention score falls by 1 per position
+  of distance, plus a learned bias per head for each offset within 4 (which tells left
+  from right). Attention is local and depends on offsets only, so it means the same at
+  every length; a model can still reach far through content (cross-attention, or the
+  index hints of `task.index_hints`), which is what it is for. Its cross-attention
+  scales scores with the log of the source's length (`LengthScaled`), so that such a
+  content match stays sharp on long inputs.
 - `none`: no positional information ("NoPE"). On the decoder side the causal mask
   still lets a model count; on the encoder side the source is a bag of symbols, which
   is all sort needs.
@@ -92,6 +99,11 @@ class PositionalScheme:
         """[B, H, Tq, Tk] added to attention scores, or None."""
         return None
 
+    def scale_scores(self, logits: jax.Array, mask: jax.Array) -> jax.Array:
+        """Attention scores [B, H, Tq, Tk] as the scheme scales them; `mask` (broadcast
+        to the scores' shape) says which keys each query may see."""
+        return logits
+
     def draw(self, key: jax.Array, counts: jax.Array, width: int, max_positions: int) -> jax.Array:
         """[B, width] positions for rows that need `counts[b]` of them: 0, 1, 2, ..."""
         return counting(counts.shape[0], width)
@@ -111,6 +123,23 @@ class NoPositions(PositionalScheme):
 
 
 CONTENT_ONLY = NoPositions()
+
+
+class LengthScaled(NoPositions):
+    """Cross-attention beside `distance`: no positions, and scores multiplied by
+    log(n) / log(17) for a query that sees n keys (Scalable-Softmax, Nakanishi 2025).
+    Without it, a key that matches a query by content gets a smaller share of attention
+    the more keys there are: an input twice as long as any trained on blurs what is
+    read. With it, the match stands out as much among a hundred keys as among 17."""
+
+    name = "length_scaled"
+
+    def scale_scores(self, logits, mask):
+        keys = jnp.sum(jnp.broadcast_to(mask, logits.shape), axis=-1, keepdims=True)
+        return logits * (jnp.log(jnp.maximum(keys, 2)) / np.log(17.0))
+
+
+LENGTH_SCALED = LengthScaled()
 
 
 class Sinusoidal(PositionalScheme):
@@ -162,13 +191,17 @@ class Randomized(Sinusoidal):
 
 
 class Distance(PositionalScheme):
-    """Attention between coupled positions: scores fall by 1 per position of distance,
-    plus a learned bias per head for each offset within `window` of the aligned key, so
-    that one head can read the aligned symbol and another its neighbour (a carry). The
-    bias depends on offsets only: it means the same at every length."""
+    """Scores fall by 1 per position of distance, plus a learned bias per head for each
+    offset within `window`: between coupled positions, so that one head can read the
+    aligned symbol and another its neighbour (a carry); on its own, as self-attention
+    that looks at neighbours. The bias depends on offsets only: it means the same at
+    every length."""
 
     name = "distance"
     window = 4
+
+    def cross_attention(self):
+        return LENGTH_SCALED
 
     def score_bias(self, query_positions, key_positions, num_heads, causal):
         shape = (num_heads, 2 * self.window + 1)
@@ -186,6 +219,9 @@ def distance_bias(
     near = jnp.take(learned, jnp.clip(offset, -window, window) + window, axis=1)
     near = jnp.where(jnp.abs(offset) <= window, near, 0.0).transpose(1, 0, 2, 3)
     return near - jnp.abs(offset).astype(jnp.float32)[:, None]
+
+
+DISTANCE = Distance()
 
 
 class Coupled(PositionalScheme):
@@ -239,8 +275,6 @@ class CoupledSinusoidal(Coupled):
         return super().positions_needed(span) + self.margin
 
 
-DISTANCE = Distance()
-
 SCHEMES: dict[str, PositionalScheme] = {
     scheme.name: scheme
     for scheme in (
@@ -249,6 +283,7 @@ SCHEMES: dict[str, PositionalScheme] = {
         Rope(),
         Alibi(),
         Randomized(),
+        DISTANCE,
         CONTENT_ONLY,
         Coupled(),
         CoupledSinusoidal(),

@@ -13,7 +13,7 @@ from typing import ClassVar, NamedTuple
 
 from jabcli.errors import JabError, suggest
 from jabcli.runtime import Lazy
-from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
 jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
 
@@ -41,10 +41,16 @@ class Task:
     uniform strings override `sample_lengths` (addition) or `sample` and `held_out_batch`
     (pairs read from a file). `output_length` is the one description of how long an
     answer can be: decoder length, positions needed and randomized draws follow from it.
+
+    With `index_hints` (after Zhou et al. 2024), every source symbol is preceded by an
+    index hint, increasing along the source (`hinted`), and every answer symbol by the
+    hint of the source symbol it is: the model is not told where to read, it writes the
+    index itself and finds it in the input. Only tasks that define `reads` have it.
     """
 
     alphabet: str = ""  # what sources are drawn from; "" means `default_alphabet`
     tokenizer: Tokenizer = field(default_factory=Tokenizer, compare=False, repr=False)
+    index_hints: bool = False
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -81,10 +87,41 @@ class Task:
         """The longest answer to a source of `length` symbols (an int or an int array)."""
         return length
 
+    def source_tokens(self, length):
+        """The tokens of a source of `length` symbols, before its <eos>."""
+        return 2 * length if self.index_hints else length
+
+    def answer_tokens(self, length):
+        """The tokens of the longest answer to a source of `length` symbols, before its
+        <eos>: `output_length`, and with index hints a hint before each symbol."""
+        return 2 * self.output_length(length) if self.index_hints else self.output_length(length)
+
+    def symbols_in(self, tokens: int) -> int:
+        """The most symbols a source of `tokens` tokens (before its <eos>) holds."""
+        return tokens // 2 if self.index_hints else tokens
+
+    def symbol_counts(self, src: jax.Array) -> jax.Array:
+        """[batch] the symbols of each source in a batch (hints not counted)."""
+        counts = source_lengths(src)
+        return counts // 2 if self.index_hints else counts
+
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need: the longer of
         source + <eos> and answer + <eos>."""
-        return max(max_len, self.output_length(max_len)) + 1
+        return max(self.source_tokens(max_len), self.answer_tokens(max_len)) + 1
+
+    @property
+    def hintable(self) -> bool:
+        """Whether the task can have index hints: each answer symbol is an input symbol."""
+        return type(self).reads is not Task.reads
+
+    def hint_source(self, ids: list[int]) -> list[int]:
+        """A user's source ids with hints [0], [1], ... before its symbols (if the task
+        has hints)."""
+        if not self.index_hints:
+            return ids
+        start = self.tokenizer.hint_start
+        return [token for k, i in enumerate(ids) for token in (start + k, i)]
 
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
@@ -134,12 +171,28 @@ class Task:
 
     def sample_lengths(self, key: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         """Sources of the given lengths [batch], each at most `max_len`, symbols uniform."""
+        if self.index_hints:
+            key, hint_key = jax.random.split(key)
         symbol_ids = self.symbol_ids
         choice = jax.random.randint(key, (lengths.shape[0], max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
         tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
         target, target_lengths = self.targets(tokens, lengths)
+        if self.index_hints:
+            return self.hinted(hint_key, tokens, lengths, target, target_lengths, max_len)
         return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
+
+    def hinted(self, key, tokens, lengths, target, target_lengths, max_len) -> Batch:
+        """`assemble` with index hints (`draw_hints`) before the source symbols; each
+        answer symbol gets the hint of the source symbol it reads."""
+        hints = self.tokenizer.hint_start + draw_hints(key, lengths, max_len)
+        read = self.reads(columns(target), lengths[:, None])
+        answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
+        source = interleave(hints, tokens, lengths)
+        answer = interleave(answer_hints, target, target_lengths)
+        return assemble(
+            source, 2 * lengths, answer, 2 * target_lengths, self.answer_tokens(max_len) + 1
+        )
 
 
 def assemble(
@@ -182,6 +235,29 @@ def decoder_arrays(
     tgt_in = jnp.concatenate([jnp.full((batch, 1), BOS_ID, target.dtype), target[:, :-1]], axis=1)
     tgt_in = jnp.where(positions <= lengths[:, None], tgt_in, PAD_ID)
     return tgt_in.astype(jnp.int32), tgt_out.astype(jnp.int32)
+
+
+def draw_hints(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
+    """[batch, width] hint numbers: row b holds lengths[b] distinct numbers in increasing
+    order (the rest is filler), a random subset of a random window of [0, HINTS) at least
+    that long. Long inputs use most hints, close together; short ones, drawn this way,
+    see hints both far apart and side by side, so every hint is learned apart from every
+    other (n hints in a row would never show a short input two hints 17 apart)."""
+    span_key, offset_key, pick_key = jax.random.split(key, 3)
+    span = jax.random.randint(span_key, lengths.shape, lengths, HINTS + 1)[:, None]
+    offset = jax.random.randint(offset_key, lengths.shape, 0, HINTS - span[:, 0] + 1)[:, None]
+    scores = jax.random.uniform(pick_key, (lengths.shape[0], HINTS))
+    scores = jnp.where(jnp.arange(HINTS)[None, :] < span, scores, 2.0)  # never outside
+    _, picked = jax.lax.top_k(-scores, width)  # the lowest scores: a random subset
+    picked = jnp.where(columns(picked) < lengths[:, None], picked, HINTS)
+    return jnp.minimum(jnp.sort(picked, axis=1) + offset, HINTS - 1).astype(jnp.int32)
+
+
+def interleave(hints: jax.Array, symbols: jax.Array, lengths: jax.Array) -> jax.Array:
+    """[batch, W] hints and symbols -> [batch, 2W]: hint, symbol, hint, ... for the first
+    `lengths` symbols of each row, <pad> after."""
+    pairs = jnp.stack([hints, symbols], axis=2).reshape(symbols.shape[0], -1)
+    return jnp.where(columns(pairs) < 2 * lengths[:, None], pairs, PAD_ID)
 
 
 def gather(tokens: jax.Array, index: jax.Array, length: jax.Array, fill=PAD_ID) -> jax.Array:

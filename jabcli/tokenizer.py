@@ -2,7 +2,9 @@
 
 The special tokens come first, so their ids (0, 1, 2) can never collide with data
 (tensor2tensor once shipped exactly that bug). Data characters follow in code-point
-order, so sorting ids sorts the characters.
+order, so sorting ids sorts the characters. A run with `task.index_hints` has the
+index hints after them: HINTS tokens [0], [1], ... that jab writes before each symbol
+(see tasks.Task.index_hints), never typed by a user.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 SPECIALS = (PAD, BOS, EOS)
 DATA_CHARS = "".join(sorted("0123456789abcdefghijklmnopqrstuvwxyz+-*/=<>()#|_.,:;"))
+HINTS = 128  # index hints: inputs of up to this many symbols can carry them
+HINT_TOKENS = tuple(f"[{k}]" for k in range(HINTS))
 
 
 class Tokenizer:
@@ -25,6 +29,13 @@ class Tokenizer:
             raise JabError(f"a vocabulary must start with {', '.join(SPECIALS)}")
         self.tokens = list(tokens)
         self._ids = {token: i for i, token in enumerate(self.tokens)}
+        # The id of hint [0]; hint [k] is hint_start + k. None: no hints in this vocabulary.
+        self.hint_start = self._ids.get(HINT_TOKENS[0])
+
+    @classmethod
+    def with_hints(cls) -> Tokenizer:
+        """The shared vocabulary followed by the index hints."""
+        return cls((*SPECIALS, *DATA_CHARS, *HINT_TOKENS))
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -47,14 +58,19 @@ class Tokenizer:
             )
         return [self._ids[c] for c in text]
 
-    def decode(self, ids: Iterable[int]) -> str:
-        """Ids to text, stopping at the first <eos> and skipping <pad> and <bos>."""
+    def is_hint(self, ids):
+        """Whether each id (an int or an array) is an index hint."""
+        return ids >= self.hint_start if self.hint_start is not None else ids < 0
+
+    def decode(self, ids: Iterable[int], hints: bool = False) -> str:
+        """Ids to text, stopping at the first <eos> and skipping <pad> and <bos>, and
+        index hints unless `hints`."""
         out = []
         for i in ids:
             i = int(i)
             if i == EOS_ID:
                 break
-            if i in (PAD_ID, BOS_ID):
+            if i in (PAD_ID, BOS_ID) or (not hints and self.is_hint(i)):
                 continue
             out.append(self.tokens[i])
         return "".join(out)

@@ -131,6 +131,21 @@ CONFIG_CASES = {
         "train.learning_rate must be a finite number, got '1e309'",
     ),
     "too many positions": ("copy", ["model.max_positions=100000"], "at most 4096"),
+    "index hints on a task whose answer is not made of its input's symbols": (
+        "sort",
+        ["task.index_hints=true"],
+        r"\(copy, reverse, duplicate, shift, odds_first\); sort is not one",
+    ),
+    "index hints with coupled positions": (
+        "copy",
+        ["task.index_hints=true", "model.pos_encoding=coupled"],
+        "cannot be combined",
+    ),
+    "index hints for more symbols than there are hints": (
+        "copy",
+        ["task.index_hints=true", "task.max_len=200"],
+        "longer than the 128 symbols that task.index_hints can number",
+    ),
 }
 
 

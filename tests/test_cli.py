@@ -349,3 +349,17 @@ def test_jab_tasks_and_help_answer_without_importing_jax():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0 and "heavy: []" in done.stderr, done.stderr[-2000:]
+
+
+def test_with_index_hints_jab_numbers_the_input_and_scores_only_the_answer_symbols(tmp_path):
+    hints = ["--set", "task.index_hints=true", "--set", "train.eval_every=40"]
+    jab("train", *TINY, *hints, "--steps", "40", "--out", "runs/h", cwd=tmp_path)
+    by_length = ["--lengths", "3-6", "--samples", "10", "--json"]
+    evaluated = json.loads(jab("eval", "--run", "runs/h", *by_length, cwd=tmp_path).stdout)
+    assert sorted(evaluated["per_length"]) == ["3", "4", "5", "6"]  # symbols, not tokens
+    predicted = jab("predict", "0123", "--run", "runs/h", cwd=tmp_path).stdout
+    assert "0123" in predicted and "[" not in predicted  # the answer, without the hints
+    encoder = ["--input", "0123", "--kind", "encoder", "--head", "0"]
+    drawn = jab("show-attention", "--run", "runs/h", *encoder, cwd=tmp_path).stdout
+    assert "[0]" in drawn and "[3]" in drawn  # the hints jab wrote before each symbol
+    assert "index hint [k] heads a column" in drawn

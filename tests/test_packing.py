@@ -20,16 +20,18 @@ def forward(experiment, params, rows: Rows):
 
 
 @pytest.mark.parametrize(
-    "task, encoding",
+    "task, encoding, extra",
     [
-        ("reverse", "alibi"),
-        ("duplicate", "randomized"),  # answers twice as long; random positions
-        ("addition", "coupled"),  # lengths from 3; coupled positions
-        ("sort", "rope"),
+        ("reverse", "alibi", []),
+        ("duplicate", "randomized", []),  # answers twice as long; random positions
+        ("addition", "coupled", []),  # lengths from 3; coupled positions
+        ("sort", "rope", []),
+        # a hint before every symbol; cross-attention scaled by the source's own length
+        ("shift", "distance", ["task.index_hints=true"]),
     ],
 )
-def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, encoding):
-    sets = [*SMALL, f"model.pos_encoding={encoding}", "model.max_positions=64"]
+def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, encoding, extra):
+    sets = [*SMALL, f"model.pos_encoding={encoding}", "model.max_positions=64", *extra]
     experiment = resolve(task, sets=sets)
     params = init(experiment, 0).params
     t = experiment.config.task
@@ -37,9 +39,7 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
     batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
     positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
     alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
-    packed = packing.pack(
-        alone, *packing.widths(experiment.task.output_length, t.min_len, t.max_len)
-    )
+    packed = packing.pack(alone, *packing.widths(experiment.task, t.min_len, t.max_len))
     assert packed.src.shape[0] == 4 and alone.src.shape[0] == 8
     alone_logits, packed_logits = (
         forward(experiment, params, alone),

@@ -4,7 +4,7 @@ import pytest
 
 from jabcli.errors import JabError
 from jabcli.tasks import TASKS
-from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
 # Every built-in task, and each option that changes its answers.
 VARIANTS = [(name, {}) for name in TASKS] + [
@@ -118,3 +118,33 @@ def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
 def test_only_tasks_whose_answers_are_input_symbols_declare_an_alignment():
     aligned = {name for name, cls in TASKS.items() if cls().aligned}
     assert aligned == {"copy", "reverse", "duplicate", "shift", "odds_first", "addition"}
+
+
+@pytest.mark.parametrize("name, options", ALIGNED, ids=lambda v: str(v) if v else "")
+def test_index_hints_number_the_input_and_each_answer_symbol_follows_its_own_hint(name, options):
+    tok = Tokenizer.with_hints()
+    task = TASKS[name](tokenizer=tok, index_hints=True, **options)
+    batch = task.sample(jax.random.PRNGKey(3), 256, 1, 12)
+    src, tgt_in, tgt_out = map(np.asarray, batch)
+    assert tgt_out.shape[1] == 2 * task.output_length(12) + 1
+    starts = set()
+    for s, i, o in zip(src, tgt_in, tgt_out):
+        text = tok.decode(s)  # the symbols alone: hints are not part of the text
+        assert tok.decode(o) == task.solve(text) and tok.decode(i) == task.solve(text)
+        n = len(text)
+        hints = s[0 : 2 * n : 2] - tok.hint_start
+        assert np.all(tok.is_hint(s[0 : 2 * n : 2])) and not np.any(tok.is_hint(s[1 : 2 * n : 2]))
+        assert np.all(np.diff(hints) > 0) and 0 <= hints[0] and hints[-1] < HINTS
+        assert s[2 * n] == EOS_ID and np.all(s[2 * n + 1 :] == PAD_ID)
+        starts.update(hints.tolist())
+        symbol_after = dict(zip(s[0 : 2 * n : 2], s[1 : 2 * n : 2]))
+        m = len(task.solve(text))
+        for hint, symbol in zip(o[0 : 2 * m : 2], o[1 : 2 * m : 2]):
+            assert symbol_after[hint] == symbol  # the hint names the input symbol written
+        assert o[2 * m] == EOS_ID
+    assert len(starts) == HINTS  # short inputs use every hint, so training reaches each
+
+
+def test_index_hints_only_exist_for_tasks_that_move_input_symbols():
+    hintable = {name for name, cls in TASKS.items() if cls().hintable}
+    assert hintable == {"copy", "reverse", "duplicate", "shift", "odds_first"}
