@@ -81,6 +81,12 @@ EXTRA_ROWS = [
         (f"{task} index hints", task, ["task.index_hints=true", "model.pos_encoding=distance"], n)
         for task, n in (("copy", 1000), ("reverse", 3000))
     ),
+    (  # reverse's seeds split at 3000 steps: one solves every length, one barely any
+        "reverse index hints, 5000 steps",
+        "reverse",
+        ["task.index_hints=true", "model.pos_encoding=distance"],
+        5000,
+    ),
     (  # sort's best setting, on the task with three symbols and many duplicates
         "bucket_sort none/randomized",
         "bucket_sort",
