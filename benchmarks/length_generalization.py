@@ -126,14 +126,7 @@ def study_one(
     ]
     experiment = resolve(task, sets=sets, steps=steps, seed=seed, seeds=seeds)
     low = experiment.task.min_length
-    longest = min(
-        longest,
-        max(
-            n
-            for n in range(low, longest + 1)
-            if experiment.positions_needed(n) <= experiment.config.model.max_positions
-        ),
-    )
+    longest = min(longest, experiment.longest_input())
     tic = time.perf_counter()
     trainer = Trainer(experiment)
     outcome = trainer.run()

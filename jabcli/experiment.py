@@ -90,6 +90,13 @@ class Experiment:
             needed = self.tgt_scheme.positions_needed(needed)
         return needed
 
+    def longest_input(self) -> int:
+        """The most symbols an input may have: what the model's positions (and, with
+        index hints, the hints) allow."""
+        limit = self.config.model.max_positions
+        longest = next(n for n in range(limit, 0, -1) if self.positions_needed(n) <= limit)
+        return min(longest, HINTS) if self.task.index_hints else longest
+
     def check_length(self, max_len: int, what: str) -> None:
         """Sources of up to `max_len` symbols must fit in the model's positions."""
         if self.task.index_hints and max_len > HINTS:
@@ -124,7 +131,7 @@ class Experiment:
     ) -> tuple[jax.Array, jax.Array]:
         """The positions the model reads for sources [B, S] and targets [B, tgt_len].
 
-        A randomized draw takes, per sequence, as many as its source needs (length +
+        A randomized draw takes, per sequence, as many as its source needs (its tokens +
         <eos>) and as many as the longest answer that source can have: never the actual
         answer's length, which would tell the decoder when to stop. Coupled positions
         follow the task's alignment, from the source alone.
@@ -181,7 +188,7 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
 def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
     """Index hints need a task whose answer symbols are input symbols, and hint tokens."""
     if not task.hintable:
-        hintable = [name for name, cls in TASKS.items() if cls(tokenizer=tokenizer).hintable]
+        hintable = [other for other, cls in TASKS.items() if cls(tokenizer=tokenizer).hintable]
         raise JabError(
             f"task.index_hints needs a task whose answer symbols are its input's symbols "
             f"({', '.join(hintable)}); {name} is not one"

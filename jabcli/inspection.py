@@ -18,7 +18,7 @@ from jabcli.runs import Run
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
-DECODE_KEY = 0  # `jab predict` and `show-attention` draw randomized positions from this key
+DECODE_KEY = 0  # `jab predict` and `show-attention` draw random positions and hints from it
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 
 
@@ -102,18 +102,14 @@ def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
 
 def default_lengths(runs: list[Loaded]) -> tuple[int, int]:
     """From the shortest training length (that every task accepts) to twice the longest,
-    cut to what every run's positions allow."""
+    cut to the longest input every run takes."""
     configs = [one.experiment.config for one in runs]
     low = max(
         min(c.task.min_len for c in configs),
         max(one.experiment.task.min_length for one in runs),
     )
     high = 2 * max(c.task.max_len for c in configs)
-    for one in runs:
-        limit = one.experiment.config.model.max_positions
-        while high > low and one.experiment.positions_needed(high) > limit:
-            high -= 1
-    return low, high
+    return low, max(low, min(high, *(one.experiment.longest_input() for one in runs)))
 
 
 def evaluation_key(seed: int):
@@ -233,7 +229,10 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
         experiment.task.check_input(clean(text))
     longest = max(map(len, rows))
     experiment.check_length(longest, f"an input of length {longest}")
-    rows = [experiment.task.hint_source(row) for row in rows]
+    if experiment.task.index_hints:
+        import jax
+
+        rows = experiment.task.hint_sources(rows, jax.random.PRNGKey(DECODE_KEY))
     batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training

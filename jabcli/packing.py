@@ -19,6 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jabcli.tasks import Task
 from jabcli.tokenizer import PAD_ID
 
 
@@ -41,7 +42,7 @@ def paired_lengths(key: jax.Array, pairs: int, min_len: int, max_len: int) -> ja
     return jnp.concatenate([first, min_len + max_len - first])
 
 
-def widths(task, min_len: int, max_len: int) -> tuple[int, int]:
+def widths(task: Task, min_len: int, max_len: int) -> tuple[int, int]:
     """Source and target widths of a packed row: the most tokens (with each example's
     <eos>) a pair of complementary lengths of the task's sources can need."""
     total = min_len + max_len

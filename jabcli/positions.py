@@ -1,12 +1,13 @@
 """Positional schemes: how the model knows where each token is (`model.pos_encoding`).
 
-A scheme is a small object with up to four jobs, each with a do-nothing default:
+A scheme is a small object with up to six jobs, each with a do-nothing default:
 
 - `vectors`: position vectors added to the token embeddings (sinusoidal, learned);
 - `rotate`: queries and keys turned by their positions inside attention (rope);
 - `score_bias`: a bias added to attention scores from query and key positions (alibi);
 - `draw`: which positions a sequence reads (0, 1, 2, ... or a random draw);
-- `cross_attention`: the scheme cross-attention uses (by default, none).
+- `cross_attention`: the scheme cross-attention uses (by default, none);
+- `scale_scores`: attention scores scaled by how many keys a query sees (`LengthScaled`).
 
 The schemes:
 
@@ -30,9 +31,9 @@ The schemes:
   of distance, plus a learned bias per head for each offset within 4 (which tells left
   from right). Attention is local and depends on offsets only, so it means the same at
   every length; a model can still reach far through content (cross-attention, or the
-  index hints of `task.index_hints`), which is what it is for. Its cross-attention
-  scales scores with the log of the source's length (`LengthScaled`), so that such a
-  content match stays sharp on long inputs.
+  index hints of `task.index_hints`), which is what it is for. As the decoder's scheme,
+  it gives cross-attention scores scaled by the log of the source's length
+  (`LengthScaled`), so that such a content match stays sharp on long inputs.
 - `none`: no positional information ("NoPE"). On the decoder side the causal mask
   still lets a model count; on the encoder side the source is a bag of symbols, which
   is all sort needs.
@@ -133,10 +134,11 @@ class LengthScaled(NoPositions):
     read. With it, the match stands out as much among a hundred keys as among 17."""
 
     name = "length_scaled"
+    neutral = 17  # keys at which scores are unchanged: a source of 16 symbols and <eos>
 
     def scale_scores(self, logits, mask):
         keys = jnp.sum(jnp.broadcast_to(mask, logits.shape), axis=-1, keepdims=True)
-        return logits * (jnp.log(jnp.maximum(keys, 2)) / np.log(17.0))
+        return logits * (jnp.log(jnp.maximum(keys, 2)) / np.log(self.neutral))
 
 
 LENGTH_SCALED = LengthScaled()

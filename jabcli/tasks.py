@@ -40,7 +40,8 @@ class Task:
     `targets` maps a padded batch of sources to its targets; tasks whose sources are not
     uniform strings override `sample_lengths` (addition) or `sample` and `held_out_batch`
     (pairs read from a file). `output_length` is the one description of how long an
-    answer can be: decoder length, positions needed and randomized draws follow from it.
+    answer can be: decoder length, positions needed and randomized draws follow from it
+    (through `answer_tokens` and `source_tokens`, which count index hints too).
 
     With `index_hints` (after Zhou et al. 2024), every source symbol is preceded by an
     index hint, increasing along the source (`hinted`), and every answer symbol by the
@@ -115,13 +116,17 @@ class Task:
         """Whether the task can have index hints: each answer symbol is an input symbol."""
         return type(self).reads is not Task.reads
 
-    def hint_source(self, ids: list[int]) -> list[int]:
-        """A user's source ids with hints [0], [1], ... before its symbols (if the task
-        has hints)."""
+    def hint_sources(self, rows: list[list[int]], key: jax.Array) -> list[list[int]]:
+        """Users' source ids, with index hints (if the task has them) drawn from `key`
+        as training and evaluation draw them."""
         if not self.index_hints:
-            return ids
-        start = self.tokenizer.hint_start
-        return [token for k, i in enumerate(ids) for token in (start + k, i)]
+            return rows
+        lengths = jnp.asarray([len(row) for row in rows])
+        hints = self.tokenizer.hint_start + draw_hints(key, lengths, max(map(len, rows)))
+        return [
+            [token for hint, i in zip(drawn, row) for token in (hint, i)]
+            for drawn, row in zip(hints.tolist(), rows)
+        ]
 
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
@@ -182,9 +187,17 @@ class Task:
             return self.hinted(hint_key, tokens, lengths, target, target_lengths, max_len)
         return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
 
-    def hinted(self, key, tokens, lengths, target, target_lengths, max_len) -> Batch:
-        """`assemble` with index hints (`draw_hints`) before the source symbols; each
-        answer symbol gets the hint of the source symbol it reads."""
+    def hinted(
+        self,
+        key: jax.Array,
+        tokens: jax.Array,
+        lengths: jax.Array,
+        target: jax.Array,
+        target_lengths: jax.Array,
+        max_len: int,
+    ) -> Batch:
+        """`assemble` with index hints (`draw_hints`) before the source symbols [B, max_len];
+        each answer symbol in `target` [B, W] gets the hint of the source symbol it reads."""
         hints = self.tokenizer.hint_start + draw_hints(key, lengths, max_len)
         read = self.reads(columns(target), lengths[:, None])
         answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
@@ -241,8 +254,10 @@ def draw_hints(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
     """[batch, width] hint numbers: row b holds lengths[b] distinct numbers in increasing
     order (the rest is filler), a random subset of a random window of [0, HINTS) at least
     that long. Long inputs use most hints, close together; short ones, drawn this way,
-    see hints both far apart and side by side, so every hint is learned apart from every
-    other (n hints in a row would never show a short input two hints 17 apart)."""
+    hold hints both far apart and side by side, so that the model learns to tell apart
+    hints that only long inputs hold together (n hints in a row would never put two
+    hints 17 apart into an input of 16). Hints near either end are drawn less often
+    than the others, but every one is drawn."""
     span_key, offset_key, pick_key = jax.random.split(key, 3)
     span = jax.random.randint(span_key, lengths.shape, lengths, HINTS + 1)[:, None]
     offset = jax.random.randint(offset_key, lengths.shape, 0, HINTS - span[:, 0] + 1)[:, None]

@@ -10,8 +10,12 @@ index hints after them: HINTS tokens [0], [1], ... that jab writes before each s
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from jabcli.errors import JabError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -58,19 +62,20 @@ class Tokenizer:
             )
         return [self._ids[c] for c in text]
 
-    def is_hint(self, ids):
+    def is_hint(self, ids: int | np.ndarray) -> bool | np.ndarray:
         """Whether each id (an int or an array) is an index hint."""
-        return ids >= self.hint_start if self.hint_start is not None else ids < 0
+        start = len(self.tokens) if self.hint_start is None else self.hint_start
+        return (ids >= start) & (ids < start + HINTS)
 
-    def decode(self, ids: Iterable[int], hints: bool = False) -> str:
-        """Ids to text, stopping at the first <eos> and skipping <pad> and <bos>, and
-        index hints unless `hints`."""
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids to text, stopping at the first <eos> and skipping <pad>, <bos> and index
+        hints (the model's working, not its answer)."""
         out = []
         for i in ids:
             i = int(i)
             if i == EOS_ID:
                 break
-            if i in (PAD_ID, BOS_ID) or (not hints and self.is_hint(i)):
+            if i in (PAD_ID, BOS_ID) or self.is_hint(i):
                 continue
             out.append(self.tokens[i])
         return "".join(out)

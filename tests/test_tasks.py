@@ -1,9 +1,12 @@
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jabcli.errors import JabError
-from jabcli.tasks import TASKS
+from jabcli.experiment import resolve
+from jabcli.inspection import Loaded, default_lengths
+from jabcli.tasks import TASKS, draw_hints
 from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
 # Every built-in task, and each option that changes its answers.
@@ -127,7 +130,6 @@ def test_index_hints_number_the_input_and_each_answer_symbol_follows_its_own_hin
     batch = task.sample(jax.random.PRNGKey(3), 256, 1, 12)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     assert tgt_out.shape[1] == 2 * task.output_length(12) + 1
-    starts = set()
     for s, i, o in zip(src, tgt_in, tgt_out):
         text = tok.decode(s)  # the symbols alone: hints are not part of the text
         assert tok.decode(o) == task.solve(text) and tok.decode(i) == task.solve(text)
@@ -136,15 +138,33 @@ def test_index_hints_number_the_input_and_each_answer_symbol_follows_its_own_hin
         assert np.all(tok.is_hint(s[0 : 2 * n : 2])) and not np.any(tok.is_hint(s[1 : 2 * n : 2]))
         assert np.all(np.diff(hints) > 0) and 0 <= hints[0] and hints[-1] < HINTS
         assert s[2 * n] == EOS_ID and np.all(s[2 * n + 1 :] == PAD_ID)
-        starts.update(hints.tolist())
-        symbol_after = dict(zip(s[0 : 2 * n : 2], s[1 : 2 * n : 2]))
         m = len(task.solve(text))
-        for hint, symbol in zip(o[0 : 2 * m : 2], o[1 : 2 * m : 2]):
-            assert symbol_after[hint] == symbol  # the hint names the input symbol written
+        reads = np.asarray(task.reads(jnp.arange(m)[None, :], jnp.array([[n]])))[0]
+        np.testing.assert_array_equal(o[0 : 2 * m : 2], s[2 * reads])  # its symbol's hint
+        np.testing.assert_array_equal(o[1 : 2 * m : 2], s[2 * reads + 1])
         assert o[2 * m] == EOS_ID
-    assert len(starts) == HINTS  # short inputs use every hint, so training reaches each
+
+
+def test_short_inputs_draw_every_index_hint_far_apart_and_side_by_side():
+    hints = np.asarray(draw_hints(jax.random.PRNGKey(0), jnp.full((20000,), 16), 16))
+    assert set(np.unique(hints)) == set(range(HINTS))  # training reaches every hint
+    gaps = np.diff(hints, axis=1)
+    assert np.all(gaps > 0) and (gaps == 1).any()
+    assert (hints[:, -1] - hints[:, 0] > 100).any()  # hints that only long inputs hold
 
 
 def test_index_hints_only_exist_for_tasks_that_move_input_symbols():
     hintable = {name for name, cls in TASKS.items() if cls().hintable}
     assert hintable == {"copy", "reverse", "duplicate", "shift", "odds_first"}
+
+
+def test_eval_and_compare_by_default_stop_at_the_longest_input_hints_can_number():
+    plain = resolve("copy", sets=["task.max_len=100"])
+    hinted = resolve("copy", sets=["task.max_len=100", "task.index_hints=true"])
+    assert plain.longest_input() == 1023  # max_positions 1024: the input and its <eos>
+    assert hinted.longest_input() == HINTS
+    assert default_lengths([Loaded(None, plain, None, 0)]) == (1, 200)
+    assert default_lengths([Loaded(None, plain, None, 0), Loaded(None, hinted, None, 0)]) == (
+        1,
+        HINTS,
+    )
