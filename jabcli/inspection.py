@@ -232,7 +232,8 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     if experiment.task.index_hints:
         import jax
 
-        rows = experiment.task.hint_sources(rows, jax.random.PRNGKey(DECODE_KEY))
+        key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
+        rows = experiment.task.hint_sources(rows, key)
     batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
