@@ -82,6 +82,11 @@ class Experiment:
         """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""
         return self.task.answer_tokens(max_len) + 1
 
+    def decoder_length_for(self, src_width: int) -> int:
+        """Target slots for a source batch `src_width` tokens wide (its <eos> and any
+        index hints included)."""
+        return self.decoder_length(self.task.symbols_in(src_width - 1))
+
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
         needed = self.task.positions_needed(max_len)
@@ -148,7 +153,7 @@ class Experiment:
         src_counts = jnp.sum(src != PAD_ID, axis=1)
         tgt_counts = jnp.minimum(self.task.answer_tokens(self.task.symbol_counts(src)) + 1, limit)
         # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        longest = self.decoder_length(self.task.symbols_in(src.shape[1] - 1))
+        longest = self.decoder_length_for(src.shape[1])
         wide = min(max(tgt_len, longest), limit)
         src_key, tgt_key = jax.random.split(key)
         return (
