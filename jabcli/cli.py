@@ -615,6 +615,155 @@ def curves(
         say(f"Saved {save}")
 
 
+study_app = typer.Typer(
+    cls=Group,
+    no_args_is_help=True,
+    help="Ask a question of a grid of runs (tasks x encodings x seeds) at every length.",
+)
+app.add_typer(study_app, name="study")
+
+
+@study_app.command("run", cls=Command)
+def study_run_command(
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE.yaml", help="The study file (see README, Studies).")
+    ],
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Study folder (default: runs/<study name>); run again to resume it.",
+        ),
+    ] = None,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="Cells trained at once on this machine (default: one per two cores).",
+        ),
+    ] = None,
+    ray: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS|auto|local",
+            help="Run each cell as a task on a Ray cluster: its address (host:port), auto "
+            "(RAY_ADDRESS or the cluster on this machine) or local (start one here); "
+            "needs pip install 'jab\\[ray]'.",
+        ),
+    ] = None,
+    cpus_per_cell: Annotated[
+        float,
+        typer.Option("--cpus-per-cell", metavar="C", help="With --ray: CPUs a cell asks for."),
+    ] = 1.0,
+    gpus_per_cell: Annotated[
+        float,
+        typer.Option(
+            "--gpus-per-cell",
+            metavar="G",
+            help="With --ray: GPUs a cell asks for (a fraction shares one GPU between cells).",
+        ),
+    ] = 0.0,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Train and measure every cell of a study file, each a run folder of the study."""
+    from jabcli import study, study_run
+    from jabcli.display import StudyView, commands, console, say, study_table
+
+    if workers is not None and workers < 1:
+        raise JabError(f"--workers must be at least 1, got {workers}")
+    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
+        raise JabError("--cpus-per-cell and --gpus-per-cell go with --ray")
+    if ray is not None and workers is not None:
+        raise JabError("--workers is for this machine; with --ray the cluster decides")
+    found = study.read(file)
+    folder = out or Path("runs") / study.slug(found.name)
+    configure_jax(no_cache)
+    if no_cache:
+        os.environ["JAB_NO_CACHE"] = "1"  # the workers' too
+    summary = study_run.run(
+        found, folder, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell
+    )
+    again = f"jab study run {shlex.quote(str(file))}" + (
+        f" --out {shlex.quote(str(folder))}" if out is not None else ""
+    )
+    if summary.interrupted_by is not None:
+        say(f"Interrupted: {len(summary.measured)} of {len(found.cells)} cells measured; "
+            f"checkpoints kept in {folder}")
+        commands("Resume with:", [again])
+        raise typer.Exit(128 + summary.interrupted_by)
+    console.print(study_table(study.table(folder)))
+    if summary.failed:
+        for name, error in summary.failed.items():
+            print(f"jab: error: cell {name!r} failed: {error}", file=sys.stderr)
+        print(
+            f"jab: error: {len(summary.failed)} of {len(found.cells)} cells failed "
+            f"(logs in {folder / study.LOGS}); after a fix, run again: {again}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    commands("Next:", [f"jab study show {shlex.quote(str(folder))} --save study.svg",
+                       f"jab runs {shlex.quote(str(folder))}"])
+
+
+@study_app.command("show", cls=Command)
+def study_show_command(
+    folder: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A study folder (made by jab study run).")
+    ],
+    as_json: JsonOption = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the table as Markdown, for a README.")
+    ] = False,
+    save: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.html|FILE.png",
+            help="Also write the plot to a file (.png needs pip install 'jab\\[plots]').",
+        ),
+    ] = None,
+) -> None:
+    """Show a study's table (cells x lengths) and its plot of exact match by length."""
+    from jabcli import study
+    from jabcli.display import (
+        console,
+        save_curves_png,
+        save_picture,
+        say,
+        show_picture,
+        study_curves,
+        study_markdown,
+        study_table,
+    )
+
+    if as_json and markdown:
+        raise JabError("give either --json or --markdown, not both")
+    check_save(save, (".svg", ".html", ".png"))
+    suffix = save.suffix.lower() if save is not None else None
+    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
+        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
+    results = study.table(folder)
+    if as_json:
+        print(json.dumps(results))
+    elif markdown:
+        print(study_markdown(results))
+    else:
+        console.print(study_table(results))
+        if any(c["state"] == "measured" for c in results["cells"]):
+            show_picture(study_curves(results))
+    if save is not None:
+        view = study_curves(results)
+        if suffix == ".png":
+            save_curves_png(view, save)
+        else:
+            save_picture(view, save)
+        if not (as_json or markdown):  # stdout is the table's alone
+            say(f"Saved {save}")
+
+
 def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
     """Refuse a --save file of another type, or in a folder that does not exist."""
     if save is None:

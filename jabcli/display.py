@@ -613,10 +613,17 @@ class CurvesView:
     curves: list[Any]  # inspection.Curve
     height: int = 16
     command = "curves"
+    x_label: str = "step"
+    heading: str = ""  # the title (default: the metric's name, by step)
+    shade: tuple[int, int] | None = None  # a range of x to mark: a study's training lengths
 
     @property
     def title(self) -> str:
-        return CURVE_NAMES[self.curves[0].metric] + " by step"
+        return self.heading or CURVE_NAMES[self.curves[0].metric] + " by step"
+
+    @property
+    def y_label(self) -> str:
+        return CURVE_NAMES.get(self.curves[0].metric, self.curves[0].metric)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
@@ -646,7 +653,11 @@ class CurvesView:
             plt.yscale("log")
         if percent:
             plt.ylim(0, 100)
-        plt.xlabel("step" + ("   (y: %)" if percent else ""))
+        if self.shade is not None:
+            for x in self.shade:
+                plt.vline(x, "gray")
+        trained = f"   (trained on {self.shade[0]}-{self.shade[1]})" if self.shade else ""
+        plt.xlabel(self.x_label + ("   (y: %)" if percent else "") + trained)
         return plt.build()
 
 
@@ -666,12 +677,16 @@ def curves_image(view: CurvesView, fmt: str) -> bytes:
             f"a {fmt.upper()} picture of curves needs matplotlib: pip install 'jab[plots]'"
         ) from None
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
+    if view.shade is not None:
+        axes.axvspan(*view.shade, color="gray", alpha=0.15, label="training lengths")
     for curve in view.curves:
         (line,) = axes.plot(curve.steps, curve.values, label=curve.name)
         if curve.low is not None:
             axes.fill_between(curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color())
-    axes.set_xlabel("step")
-    axes.set_ylabel(CURVE_NAMES[view.curves[0].metric])
+    axes.set_xlabel(view.x_label)
+    axes.set_ylabel(view.y_label)
+    if view.heading:
+        axes.set_title(view.heading)
     if view.curves[0].metric in ("loss", "grad_norm"):
         axes.set_yscale("log")
     axes.legend()
@@ -761,3 +776,217 @@ line-height: 1.2"><code style="font-family: inherit">{code}</code></pre>
 </body>
 </html>
 """
+
+
+# studies
+
+
+def study_figure(value: dict[str, float] | None, show=percent) -> str:
+    """A study's figure: median [min-max] over seeds, or '-' where it was not measured."""
+    if value is None:
+        return "-"
+    if value["min"] == value["max"]:
+        return show(value["median"])
+    return f"{show(value['median'])} [{show(value['min'])}-{show(value['max'])}]"
+
+
+def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Each cell's name and the figures of its row: steps, training seconds, each bin's
+    exact match (with the forced one after a slash), longest length at >= 50%."""
+    rows = []
+    for c in results["cells"]:
+        if c["state"] != "measured":
+            rows.append((c["name"], [str(c["steps"]), "-", *["-"] * len(results["bins"]), c["state"]]))
+            continue
+        figures = []
+        for b in results["bins"]:
+            text = study_figure(c["bins"].get(b))
+            if "forced_bins" in c and b in c["forced_bins"]:
+                text += " / " + percent(c["forced_bins"][b]["median"])
+            figures.append(text)
+        longest = study_figure(c["longest_at_half"], lambda x: f"{x:g}")
+        rows.append((c["name"], [str(c["step"]), f"{c['train_s']:.0f}", *figures, longest]))
+    return rows
+
+
+def study_heading(results: dict[str, Any]) -> str:
+    seeds = sorted({c["seeds"] for c in results["cells"]})
+    forced = (
+        "; after the slash: the median with the answer's true length imposed"
+        if results["force_length"]
+        else ""
+    )
+    return (
+        f"Exact match by input length, median [min-max] over {'/'.join(map(str, seeds))} "
+        f"seed(s); {results['samples_per_length']} held-out inputs per length{forced}"
+    )
+
+
+STUDY_COLUMNS = ("steps", "training s")
+
+
+def study_table(results: dict[str, Any]) -> Group:
+    """`jab study show`: one row per cell, one column per bin of lengths."""
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("cell", overflow="fold")
+    for column in (*STUDY_COLUMNS, *results["bins"], "longest at ≥ 50%"):
+        table.add_column(column, justify="right", overflow="fold")
+    for name, figures in study_cells(results):
+        table.add_row(Text(name), *map(Text, figures))
+    return titled(f"Study {results['study']} ({results['folder']})",
+                  Group(Text(study_heading(results), style="dim"), table))
+
+
+def study_markdown(results: dict[str, Any]) -> str:
+    """The same table as Markdown, for a README."""
+    columns = ["cell", *STUDY_COLUMNS, *results["bins"], "longest length at ≥ 50%"]
+    lines = [
+        study_heading(results),
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * (len(columns) - 1),
+    ]
+    lines += [f"| {name} | " + " | ".join(figures) + " |" for name, figures in study_cells(results)]
+    return "\n".join(lines)
+
+
+def study_curves(results: dict[str, Any]) -> CurvesView:
+    """Exact match against input length, a line per measured cell with its seeds' band,
+    the training lengths marked."""
+    from jabcli.inspection import Curve
+
+    curves = []
+    trained = None
+    for c in results["cells"]:
+        if c["state"] != "measured":
+            continue
+        trained = trained or tuple(c["train_lengths"])
+        lengths = sorted(c["per_length"], key=int)
+        spreads = [c["per_length"][n] for n in lengths]
+        several = c["seeds"] > 1
+        curves.append(
+            Curve(
+                c["name"],
+                "seq_acc",
+                [int(n) for n in lengths],
+                [s["median"] for s in spreads],
+                [s["min"] for s in spreads] if several else None,
+                [s["max"] for s in spreads] if several else None,
+            )
+        )
+    if not curves:
+        raise JabError(f"no cell of {results['folder']} is measured yet: nothing to draw")
+    return CurvesView(
+        curves,
+        height=20,
+        x_label="input length",
+        heading=f"Study {results['study']}: held-out exact match by input length",
+        shade=trained,
+    )
+
+
+class StudyView:
+    """Live view of a study: a bar over every cell's training steps with ETA, a line per
+    running cell (step, loss, held-out exact match) and a line per cell as it ends."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[cells]}"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.running: dict[str, dict[str, Any]] = {}
+        self.steps: dict[str, int] = {}  # each running cell's step, as last reported
+        self.live: Live | None = None
+
+    def begin(self, study, out, todo, workers: str) -> None:
+        from jabcli.study import bin_name
+
+        self.total = len(study.cells)
+        self.done = self.total - len(todo)
+        self.bins = [bin_name(*b) for b in study.evaluation.bins]
+        console.print(
+            Text.assemble(
+                "Study ", (study.name, "bold"),
+                f" into {out}: {plural(self.total, 'cell')}, {plural(len(todo), 'cell')} to run, "
+                f"{workers}",
+            )
+        )
+        steps = sum(cell.config["train"]["steps"] for cell in todo)
+        self.bar = self.progress.add_task("steps", total=max(steps, 1), cells=self.count())
+        self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
+        self.live.__enter__()
+
+    def count(self) -> str:
+        return f"{self.done}/{self.total} cells"
+
+    def render(self) -> Group:
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for column in ("running", "step", "loss", "held-out"):
+            table.add_column(column, justify="left" if column == "running" else "right",
+                             overflow="fold")
+        for name, row in self.running.items():
+            table.add_row(Text(name), row.get("step", "-"), row.get("loss", "-"),
+                          row.get("held-out", "-"))
+        return Group(self.progress, table) if self.running else Group(self.progress)
+
+    def update(self) -> None:
+        self.progress.update(self.bar, cells=self.count())
+        if self.live is not None:
+            self.live.update(self.render())
+
+    def started(self, cell) -> None:
+        self.running[cell.name] = {"step": "starting"}
+        self.update()
+
+    def progress_of(self, cell, step: int) -> None:
+        before = self.steps.get(cell.name, 0)
+        self.progress.advance(self.bar, max(0, step - before))
+        self.steps[cell.name] = step
+
+    def event(self, cell, event: dict[str, Any]) -> None:
+        row = self.running.setdefault(cell.name, {})
+        kind = event.get("event")
+        if kind == "begin":
+            self.progress_of(cell, event["step"])
+            row["step"] = f"{event['step']}/{event['steps']}"
+        elif kind == "log":
+            self.progress_of(cell, event["step"])
+            row["step"] = f"{event['step']}/{cell.config['train']['steps']}"
+            row["loss"] = f"{event['loss']:.4f}"
+        elif kind == "eval":
+            row["held-out"] = percent(event["seq_acc"])
+        elif kind == "evaluating":
+            row["step"] = "measuring"
+        self.update()
+
+    def ended(self, cell, line: Text) -> None:
+        self.running.pop(cell.name, None)
+        self.progress_of(cell, cell.config["train"]["steps"])
+        console.print(line)
+        self.update()
+
+    def finished(self, cell, evaluation: dict[str, Any]) -> None:
+        from jabcli.study import measured
+
+        self.done += 1
+        figures = measured(evaluation, [tuple(map(int, b.split("-"))) for b in self.bins])
+        parts = ", ".join(f"{b} {study_figure(figures['bins'].get(b))}" for b in self.bins)
+        self.ended(cell, Text.assemble(("done ", "green"), (cell.name, "bold"), f": {parts}"))
+
+    def failed(self, cell, error: str) -> None:
+        self.ended(cell, Text.assemble(("failed ", "red"), (cell.name, "bold"), f": {error}"))
+
+    def stopped(self, cell) -> None:
+        self.running.pop(cell.name, None)
+        self.update()
+
+    def end(self) -> None:
+        if self.live is not None:
+            self.update()
+            self.live.__exit__(None, None, None)
+            self.live = None
+            if not console.is_terminal:
+                console.line()

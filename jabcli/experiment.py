@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -222,9 +223,12 @@ def resolve(
     steps: int | None = None,
     seed: int | None = None,
     seeds: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    source: str = "--set",
 ) -> Experiment:
     """Defaults <- task preset (or task YAML file, or data file) <- --config <- --set
-    <- --steps/--seed/--seeds, checked and built."""
+    <- `overrides` (config keys and values, as a study file gives them; errors name
+    `source`) <- --steps/--seed/--seeds, checked and built."""
     config, data = Config(), None
     if task is not None:
         if data_path(task) is not None:
@@ -245,6 +249,8 @@ def resolve(
     for assignment in sets or []:
         key, value, raw = configuration.parse_set(assignment)
         configuration.set_key(config, key, value, "--set", raw)
+    for key, value in (overrides or {}).items():
+        configuration.set_key(config, key, value, source)
     if steps is not None:
         config.train.steps = steps
     if seed is not None:

@@ -120,7 +120,7 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
 
     check(experiment)
     with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
-        path, created = _create(experiment, out)
+        path, created = create(experiment, out)
         return _train(path, created, experiment, None, observer or Observer(), stop)
 
 
@@ -183,9 +183,10 @@ def _group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer, list
     return group, tokenizer, [other.train.steps for other, _ in loaded]
 
 
-def _create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
-    """A new run folder with its config, or a group folder with one run per seed; on
-    failure, nothing of it is left behind."""
+def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
+    """A new run folder with its config, or a group folder with one run per seed, not
+    trained yet (`resume` trains it from step 0); on failure, nothing of it is left
+    behind."""
     cfg = experiment.config
     existed = out is not None and out.is_dir()  # start() allows only an empty one
     path = out or runs.new_run_dir(cfg.task.name)

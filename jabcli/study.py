@@ -1,0 +1,490 @@
+"""Studies: one question asked of a grid of runs, each measured at every input length.
+
+A study file (YAML) names a base, the cells, the seeds and the evaluation:
+
+    name: classic                  # optional; default: the file's name
+    base:
+      task: reverse                # as jab train --task: NAME, FILE.yaml or file:PATH
+      steps: 2000                  # as jab train --steps
+      set:                         # as jab train --set KEY=VALUE, one mapping
+        task.max_len: 16
+    seeds: 3                       # models per cell, trained together (jab train --seeds)
+    seed: 0                        # the first seed
+    parameters:                    # a grid, as a W&B sweep writes it: every combination
+      task.name: {values: [reverse, copy, sort]}  # is a cell (task.name: that preset)
+      model.pos_encoding: {values: [sinusoidal, rope]}
+    rows:                          # and/or cells named one by one
+      - name: sort none/randomized
+        task: sort
+        steps: 3000
+        set: {model.src_pos_encoding: none, model.tgt_pos_encoding: randomized}
+    evaluate:                      # as jab eval --lengths --samples --force-length --seed
+      lengths: 1-64
+      samples: 20                  # held-out inputs per length
+      force_length: false
+      seed: 1
+      bins: [1-16, 17-32, 33-64]   # the table's columns
+
+A study folder holds `study.json` (the cells as last run, and any failures), and each
+cell as an ordinary run folder (a group of seeds when seeds > 1) named by its values,
+with `evaluation.json` beside its checkpoints once it is measured. Every command that
+works on a run works on a cell. This module reads and checks study files, lays out the
+folder and turns evaluations into tables; `study_run.py` runs the cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jabcli import config as configuration
+from jabcli.errors import JabError, suggest
+from jabcli.runs import atomic_write, open_runs
+
+STUDY_FILE = "study.json"  # in the study folder: its cells, as last run
+EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
+LOGS = "logs"  # in the study folder: each cell worker's stderr
+SECTIONS = ("name", "base", "seeds", "seed", "parameters", "rows", "evaluate")
+BASE_KEYS = ("task", "steps", "set")
+ROW_KEYS = ("name", "task", "steps", "set")
+EVALUATE_KEYS = ("lengths", "samples", "force_length", "seed", "bins")
+MAX_CELLS = 1000
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How every cell is measured: `samples` held-out inputs at every length in
+    `lengths`, as `jab eval --lengths`, reported over `bins`."""
+
+    lengths: tuple[int, int] = (1, 64)
+    samples: int = 20
+    force_length: bool = False
+    seed: int = 1
+    bins: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lengths": list(self.lengths),
+            "samples": self.samples,
+            "force_length": self.force_length,
+            "seed": self.seed,
+            "bins": [list(b) for b in self.bins],
+        }
+
+
+@dataclass
+class Cell:
+    """One run of the study: a task and its config keys, trained with `seeds` seeds."""
+
+    name: str  # as the table shows it
+    folder: str  # its run folder's name inside the study folder
+    task: str  # as jab train --task
+    values: dict[str, Any]  # config keys set, as --set: the base's, then the cell's own
+    seed: int
+    seeds: int
+    spec: str = ""  # a digest of everything that decides its results (see `check`)
+    config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
+
+    def sets(self) -> list[str]:
+        """Its values as `jab train --set` arguments, to show how to train it by hand."""
+        return [f"{key}={json.dumps(value) if isinstance(value, bool) else value}"
+                for key, value in self.values.items()]
+
+
+@dataclass
+class Study:
+    name: str
+    source: Path  # the study file
+    cells: list[Cell]
+    evaluation: Evaluation
+    text: str  # the study file as read
+
+    def cell(self, folder: str) -> Cell:
+        for cell in self.cells:
+            if cell.folder == folder:
+                return cell
+        raise JabError(f"study {self.name} has no cell {folder!r}")
+
+
+def read(path: Path) -> Study:
+    """A study file, parsed and checked for its shape (not yet for its configs: `check`)."""
+    data = configuration.read_yaml(path)
+    where = str(path)
+    unknown(data, SECTIONS, where, "section")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise JabError(f"{where}: name must be a text, got {name!r}")
+    base = mapping(data.get("base", {}), f"{where}: base")
+    unknown(base, BASE_KEYS, f"{where}: base", "key")
+    seeds = count(data.get("seeds", 1), f"{where}: seeds", 1)
+    seed = count(data.get("seed", 0), f"{where}: seed", 0)
+    base_values = keys(base.get("set", {}), f"{where}: base.set")
+    if "steps" in base:
+        base_values["train.steps"] = count(base["steps"], f"{where}: base.steps", 1)
+    base_task = base.get("task", base_values.pop("task.name", None))
+    cells = grid_cells(data.get("parameters"), base_task, base_values, seed, seeds, where)
+    cells += row_cells(data.get("rows"), base_task, base_values, seed, seeds, where)
+    if not cells:
+        raise JabError(f"{where} has no cells: give parameters (a grid) or rows, or both")
+    if len(cells) > MAX_CELLS:
+        raise JabError(f"{where} has {len(cells)} cells; a study takes at most {MAX_CELLS}")
+    for cell in cells:
+        cell.task = relative_task(cell.task, path.parent, where, cell.name)
+    seen: dict[str, str] = {}
+    for cell in cells:
+        if cell.folder in seen:
+            raise JabError(
+                f"{where}: cells {seen[cell.folder]!r} and {cell.name!r} would share the "
+                f"folder {cell.folder!r}; give them different names"
+            )
+        seen[cell.folder] = cell.name
+    evaluation = read_evaluation(data.get("evaluate", {}), where)
+    return Study(name.strip(), path, cells, evaluation, path.read_text())
+
+
+def grid_cells(parameters, task, base, seed, seeds, where) -> list[Cell]:
+    """Every combination of the grid's values, as W&B's `parameters: {key: {values: [...]}}`
+    (a plain list, or `{value: x}` for one value, is taken too)."""
+    if parameters is None:
+        return []
+    parameters = mapping(parameters, f"{where}: parameters")
+    axes = []
+    for key, spec in parameters.items():
+        what = f"{where}: parameters.{key}"
+        if isinstance(spec, dict):
+            unknown(spec, ("values", "value"), what, "key")
+            spec = spec["values"] if "values" in spec else [spec.get("value")]
+        if not isinstance(spec, list) or not spec:
+            raise JabError(f"{what} must list its values: {{values: [a, b]}}, got {spec!r}")
+        if len(set(map(repr, spec))) != len(spec):
+            raise JabError(f"{what} lists a value twice: {spec!r}")
+        axes.append([(str(key), value) for value in spec])
+    cells = []
+    for combination in itertools.product(*axes):
+        values = dict(base)
+        cell_task = task
+        for key, value in combination:
+            if key == "task.name":
+                cell_task = value
+            else:
+                values[key] = value
+        name = " ".join(str(value) for _, value in combination)
+        cells.append(Cell(name, slug(name), cell_task, values, seed, seeds))
+    return cells
+
+
+def row_cells(rows, task, base, seed, seeds, where) -> list[Cell]:
+    """The cells named one by one: a name, and a task, steps and keys of their own."""
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        raise JabError(f"{where}: rows must be a list of cells, each with a name")
+    cells = []
+    for n, row in enumerate(rows):
+        what = f"{where}: rows[{n}]"
+        row = mapping(row, what)
+        unknown(row, ROW_KEYS, what, "key")
+        name = row.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise JabError(f"{what} needs a name")
+        values = {**base, **keys(row.get("set", {}), f"{what}.set")}
+        if "steps" in row:
+            values["train.steps"] = count(row["steps"], f"{what}.steps", 1)
+        cell_task = row.get("task", values.pop("task.name", task))
+        cells.append(Cell(name.strip(), slug(name), cell_task, values, seed, seeds))
+    return cells
+
+
+def read_evaluation(data, where: str) -> Evaluation:
+    data = mapping(data, f"{where}: evaluate")
+    unknown(data, EVALUATE_KEYS, f"{where}: evaluate", "key")
+    lengths = length_range(data.get("lengths", "1-64"), f"{where}: evaluate.lengths")
+    samples = count(data.get("samples", 20), f"{where}: evaluate.samples", 1)
+    force = data.get("force_length", False)
+    if not isinstance(force, bool):
+        raise JabError(f"{where}: evaluate.force_length must be true or false, got {force!r}")
+    seed = count(data.get("seed", 1), f"{where}: evaluate.seed", 0)
+    bins = data.get("bins", [f"{lengths[0]}-{lengths[1]}"])
+    if not isinstance(bins, list) or not bins:
+        raise JabError(f"{where}: evaluate.bins must list ranges of lengths, like [1-16, 17-32]")
+    ranges = tuple(length_range(b, f"{where}: evaluate.bins") for b in bins)
+    return Evaluation(lengths, samples, force, seed, ranges)
+
+
+def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
+    """A cell's task as `jab train --task` takes it; a file it names is found next to the
+    study file."""
+    if task is None:
+        raise JabError(f"{where}: cell {cell!r} has no task (set base.task, or task.name)")
+    if not isinstance(task, str):
+        raise JabError(f"{where}: cell {cell!r} has task {task!r}; a task is a name")
+    path = configuration.data_path(task)
+    if path is not None:
+        return configuration.FILE_PREFIX + str(folder / path)
+    if task.endswith((".yaml", ".yml")):
+        return str(folder / task)
+    return task
+
+
+def mapping(value, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise JabError(f"{what} must be a mapping, got {value!r}")
+    return value
+
+
+def keys(value, what: str) -> dict[str, Any]:
+    """`{model.d_model: 128}` (or nested `{model: {d_model: 128}}`) as dotted keys."""
+    flat = {}
+    for key, item in mapping(value, what).items():
+        if isinstance(item, dict):
+            flat.update({f"{key}.{k}": v for k, v in keys(item, what).items()})
+        else:
+            flat[str(key)] = item
+    return flat
+
+
+def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
+    for key in data:
+        if key not in known:
+            raise JabError(
+                f"{where}: unknown {kind} {key!r}{suggest(str(key), known)}; "
+                f"known: {', '.join(known)}"
+            )
+
+
+def count(value, what: str, least: int) -> int:
+    if type(value) is not int or value < least or value > 2**31:
+        raise JabError(f"{what} must be a whole number of at least {least}, got {value!r}")
+    return value
+
+
+def length_range(text, what: str) -> tuple[int, int]:
+    """'1-64' -> (1, 64); '17' or 17 -> (17, 17)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+    if not match or isinstance(text, bool):
+        raise JabError(f"{what} takes ranges like 1-64, got {text!r}")
+    low, high = int(match[1]), int(match[2] or match[1])
+    if not 1 <= low <= high:
+        raise JabError(f"{what} takes ranges like 1-64 (shortest first), got {text!r}")
+    return low, high
+
+
+def slug(name: str) -> str:
+    """A folder name for `name`: 'sort none/randomized' -> 'sort-none-randomized'."""
+    text = re.sub(r"[^A-Za-z0-9._=+-]+", "-", name).strip("-.")
+    return text or "cell"
+
+
+def check(study: Study) -> list[Any]:
+    """Build every cell's experiment as `jab train` would, before any cell starts: a bad
+    key or value is one error naming the cell. Sets each cell's resolved config and its
+    spec, and returns the experiments."""
+    from jabcli.experiment import resolve
+    from jabcli.training import check as check_training
+
+    experiments = []
+    for cell in study.cells:
+        try:
+            experiment = resolve(
+                cell.task,
+                seed=cell.seed,
+                seeds=cell.seeds,
+                overrides=cell.values,
+                source=str(study.source),
+            )
+            check_training(experiment)
+        except JabError as err:
+            raise JabError(f"cell {cell.name!r}: {err}") from None
+        cell.config = experiment.config.to_dict()
+        spec = {"task": cell.task, "config": cell.config, "evaluate": study.evaluation.to_dict()}
+        cell.spec = digest(spec)
+        experiments.append(experiment)
+    return experiments
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# the study folder
+
+
+def record(study: Study, out: Path, failed: dict[str, str]) -> None:
+    """Write study.json: the study file, each cell's spec, and the failures so far."""
+    data = {
+        "format": 1,
+        "name": study.name,
+        "source": str(study.source),
+        "text": study.text,
+        "cells": [
+            {"name": c.name, "folder": c.folder, "task": c.task, "spec": c.spec,
+             "seeds": c.seeds, "steps": c.config["train"]["steps"]}
+            for c in study.cells
+        ],
+        "evaluate": study.evaluation.to_dict(),
+        "failed": failed,
+    }
+    atomic_write(out / STUDY_FILE, json.dumps(data, indent=1).encode())
+
+
+def recorded(out: Path) -> dict[str, Any]:
+    """A study folder's study.json."""
+    path = out / STUDY_FILE
+    if not out.is_dir():
+        raise JabError(f"study folder {str(out)!r} does not exist")
+    if not path.is_file():
+        raise JabError(f"{out} is not a study folder (it has no {STUDY_FILE})")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise JabError(f"{path} is corrupted (not valid JSON)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise JabError(f"{path} is corrupted (unexpected contents)")
+    return data
+
+
+def check_folder(study: Study, out: Path) -> dict[str, str]:
+    """Refuse a folder that is not this study's: not empty and no study.json, or a cell
+    already started with other settings than the file now gives it. Returns the failures
+    recorded so far."""
+    if out.exists() and not out.is_dir():
+        raise JabError(f"{out} is a file, not a study folder")
+    if not out.exists() or not any(out.iterdir()):
+        return {}
+    if not (out / STUDY_FILE).is_file():
+        raise JabError(f"{out} already exists and is not a study folder; choose another --out")
+    before = recorded(out)
+    specs = {c.get("folder"): c.get("spec") for c in before["cells"] if isinstance(c, dict)}
+    for cell in study.cells:
+        started = (out / cell.folder).exists()
+        if started and specs.get(cell.folder) not in (None, cell.spec):
+            raise JabError(
+                f"cell {cell.name!r} in {out} was run with other settings than "
+                f"{study.source} now gives it; to run the changed study, name a new --out"
+            )
+        if started and cell.folder not in specs:
+            raise JabError(
+                f"{out}/{cell.folder} exists but is no cell of the study in {out}; "
+                "name a new --out"
+            )
+    failed = before.get("failed")
+    return dict(failed) if isinstance(failed, dict) else {}
+
+
+def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
+    """A cell's evaluation.json, if it is measured with the cell's current spec."""
+    folder = cell.folder if isinstance(cell, Cell) else cell["folder"]
+    spec = cell.spec if isinstance(cell, Cell) else cell["spec"]
+    try:
+        data = json.loads((out / folder / EVALUATION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("spec") == spec else None
+
+
+# results
+
+
+def bin_name(low: int, high: int) -> str:
+    return f"{low}-{high}"
+
+
+def seed_figures(per_length: dict[str, dict[str, float]], bins, metric: str) -> dict[str, float]:
+    """One seed's `metric` averaged over the lengths of each bin it was measured at."""
+    figures = {}
+    for low, high in bins:
+        values = [row[metric] for n, row in per_length.items() if low <= int(n) <= high]
+        if values:
+            figures[bin_name(low, high)] = sum(values) / len(values)
+    return figures
+
+
+def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
+    """The longest input length at which a seed answers at least half exactly."""
+    return max((int(n) for n, row in per_length.items() if row["seq_acc"] >= 0.5), default=0)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def table(out: Path) -> dict[str, Any]:
+    """The study's results: per cell, every bin's exact match (and token accuracy, and with
+    force_length the exact match at the true length) as median, min and max over seeds,
+    the longest length at >= 50%, and the state of cells not measured yet."""
+    data = recorded(out)
+    evaluate = data.get("evaluate") or {}
+    bins = [tuple(b) for b in evaluate.get("bins", [])]
+    failed = data.get("failed") or {}
+    rows = []
+    for cell in data["cells"]:
+        row = {"name": cell["name"], "folder": str(out / cell["folder"]), "task": cell["task"],
+               "seeds": cell["seeds"], "steps": cell["steps"]}
+        result = evaluation_of(out, cell)
+        if result is None:
+            row["state"] = state(out, cell, failed)
+            rows.append(row)
+            continue
+        row.update(state="measured", **measured(result, bins))
+        rows.append(row)
+    return {
+        "study": data["name"],
+        "folder": str(out),
+        "samples_per_length": evaluate.get("samples"),
+        "lengths": evaluate.get("lengths"),
+        "bins": [bin_name(*b) for b in bins],
+        "force_length": evaluate.get("force_length", False),
+        "cells": rows,
+    }
+
+
+def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, Any]:
+    """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
+    and with force_length the exact match at the true length), the longest length at
+    >= 50% and the exact match at each length, each as median, min and max over seeds."""
+    seeds = result["seeds"]
+    row = {
+        "step": result["step"],
+        "train_s": result["train_s"],
+        "eval_s": result["eval_s"],
+        "longest": result["longest"],
+        "train_lengths": result["train_lengths"],
+        "pos_encoding": result["pos_encoding"],
+    }
+    measures = next(iter(seeds[0]["per_length"].values()), {})
+    for metric, key in (
+        ("seq_acc", "bins"),
+        ("token_acc", "token_bins"),
+        ("forced_seq_acc", "forced_bins"),
+    ):
+        if metric in measures:
+            per_seed = [seed_figures(s["per_length"], bins, metric) for s in seeds]
+            row[key] = {b: spread([one[b] for one in per_seed]) for b in per_seed[0]}
+    row["longest_at_half"] = spread([longest_at_half(s["per_length"]) for s in seeds])
+    row["per_length"] = {
+        n: spread([s["per_length"][n]["seq_acc"] for s in seeds])
+        for n in sorted(seeds[0]["per_length"], key=int)
+    }
+    return row
+
+
+def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
+    """A cell not measured yet: failed (with its error), started or not started."""
+    if cell["folder"] in failed:
+        return f"failed: {failed[cell['folder']]}"
+    if (out / cell["folder"]).exists():
+        return "not finished"
+    return "not started"
+
+
+def cell_runs(out: Path, cell: Cell):
+    """A cell's run folder and its runs (one per seed)."""
+    return open_runs(out / cell.folder)

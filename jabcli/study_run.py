@@ -1,0 +1,569 @@
+"""Running a study: every cell in a process of its own, N at a time on this machine or as
+Ray tasks on a cluster; Ctrl-C stops them all cleanly and a rerun picks up where they
+stopped.
+
+The driver (`run`) checks every cell, writes study.json and creates each cell's run
+folder (as `jab train` would, untrained), then hands cells to workers. A worker is
+`python -m jabcli.study_run STUDY_DIR CELL`: it trains the cell with `session.resume`
+(from step 0, or from the checkpoint an interrupted study left), measures it with what
+`jab eval --lengths` calls, and writes `evaluation.json` into the cell's folder. It
+reports progress as JSON lines on stdout and errors on stderr (kept in the study's
+logs/ folder); its exit status says how it ended.
+
+On Ray, a task receives the cell's folder as a tar archive, runs the same worker in a
+temporary folder of the node it lands on, and returns the folder the same way, so no
+shared filesystem is needed; the driver puts it back in place of the old one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from jabcli import study as studies
+from jabcli.errors import JabError
+from jabcli.study import Cell, Study
+
+INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
+
+
+class StudyObserver:
+    """What running a study reports, as it happens; every method may be left out."""
+
+    def begin(self, study: Study, out: Path, todo: list[Cell], workers: str) -> None:
+        """`todo` are the cells to run (the others are measured already)."""
+
+    def started(self, cell: Cell) -> None:
+        pass
+
+    def event(self, cell: Cell, event: dict[str, Any]) -> None:
+        """A worker's event: begin (step, steps), log (step, loss), eval (step, seq_acc),
+        evaluating."""
+
+    def finished(self, cell: Cell, evaluation: dict[str, Any]) -> None:
+        pass
+
+    def failed(self, cell: Cell, error: str) -> None:
+        pass
+
+    def stopped(self, cell: Cell) -> None:
+        """An interrupted cell: its checkpoints are kept, a rerun resumes it."""
+
+    def end(self) -> None:
+        pass
+
+
+@dataclass
+class Summary:
+    out: Path
+    measured: list[Cell] = field(default_factory=list)  # before and during this run
+    failed: dict[str, str] = field(default_factory=dict)  # cell name: error
+    stopped: list[Cell] = field(default_factory=list)  # interrupted, or never started
+    interrupted_by: int | None = None
+
+
+def default_workers() -> int:
+    """One cell per two cores: XLA on CPU spreads a step of jab's small models over about
+    two cores, so more workers than that only share the same cores (see README, Studies)."""
+    return max(1, (os.cpu_count() or 1) // 2)
+
+
+def run(
+    study: Study,
+    out: Path,
+    workers: int | None = None,
+    observer: StudyObserver | None = None,
+    ray_address: str | None = None,
+    cpus_per_cell: float = 1.0,
+    gpus_per_cell: float = 0.0,
+) -> Summary:
+    """Run every cell of `study` not measured yet into the study folder `out`."""
+    observer = observer or StudyObserver()
+    if workers is not None and workers < 1:
+        raise JabError(f"--workers must be at least 1, got {workers}")
+    backend = (
+        RayCells(ray_address, cpus_per_cell, gpus_per_cell)
+        if ray_address is not None
+        else LocalCells(workers or default_workers())
+    )
+    experiments = studies.check(study)
+    failed = studies.check_folder(study, out)
+    out.mkdir(parents=True, exist_ok=True)
+    studies.record(study, out, failed)
+    from jabcli import session
+
+    for cell, experiment in zip(study.cells, experiments):
+        if not (out / cell.folder).exists():
+            session.create(experiment, out / cell.folder)
+    summary = Summary(out)
+    todo = []
+    for cell in study.cells:
+        (todo if studies.evaluation_of(out, cell) is None else summary.measured).append(cell)
+    by_folder = {cell.folder: cell for cell in study.cells}
+    observer.begin(study, out, todo, backend.describe())
+    stop = Stop()
+    try:
+        with stop, backend.open(out) as cells:
+            while True:
+                while not stop.signum and todo and cells.free():
+                    cell = todo.pop(0)
+                    cells.start(cell)
+                    observer.started(cell)
+                for folder, event in cells.events(timeout=0.2):
+                    observer.event(by_folder[folder], event)
+                if stop.signum and not stop.forwarded:
+                    cells.stop(stop.signum)
+                    stop.forwarded = True
+                for folder, code, error in cells.ended():
+                    cell = by_folder[folder]
+                    evaluation = studies.evaluation_of(out, cell) if code == 0 else None
+                    if evaluation is not None:
+                        failed.pop(folder, None)
+                        summary.measured.append(cell)
+                        observer.finished(cell, evaluation)
+                    elif stop.signum and code in INTERRUPTED:
+                        summary.stopped.append(cell)
+                        observer.stopped(cell)
+                    else:
+                        failed[folder] = error or f"its worker exited with status {code}"
+                        summary.failed[cell.name] = failed[folder]
+                        observer.failed(cell, failed[folder])
+                    studies.record(study, out, failed)
+                if not cells.running() and (stop.signum or not todo):
+                    break
+    finally:
+        observer.end()
+    summary.stopped += todo
+    summary.interrupted_by = stop.signum
+    return summary
+
+
+class Stop:
+    """SIGINT and SIGTERM, noted for the driver's loop to forward to its workers (a
+    second one is forwarded too: the workers then stop at once)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.forwarded = False
+
+    def __enter__(self) -> Stop:
+        self.previous = {s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+    def handle(self, signum: int, frame) -> None:
+        if self.signum is not None:
+            self.forwarded = False  # forward this one too
+        self.signum = signum
+
+
+# running cells on this machine
+
+
+class LocalCells:
+    """Cells as worker processes on this machine, `workers` at a time."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def describe(self) -> str:
+        return f"{self.workers} at a time on this machine"
+
+    @contextlib.contextmanager
+    def open(self, out: Path):
+        self.out = out
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.queue: queue.Queue = queue.Queue()
+        try:
+            yield self
+        finally:
+            for proc in self.procs.values():  # a driver that fails stops its workers
+                with contextlib.suppress(OSError):
+                    proc.send_signal(signal.SIGINT)
+            for proc in self.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=60)
+                with contextlib.suppress(OSError):
+                    proc.kill()
+
+    def free(self) -> bool:
+        return len(self.procs) < self.workers
+
+    def running(self) -> bool:
+        return bool(self.procs)
+
+    def start(self, cell: Cell) -> None:
+        proc, reader = launch(self.out, cell.folder, self.out / studies.LOGS)
+        self.procs[cell.folder] = proc
+        threading.Thread(target=reader, args=(self.queue.put,), daemon=True).start()
+
+    def events(self, timeout: float) -> list[tuple[str, dict]]:
+        return drain(self.queue, timeout)
+
+    def stop(self, signum: int) -> None:
+        for proc in self.procs.values():
+            with contextlib.suppress(OSError):
+                proc.send_signal(signum)
+
+    def ended(self) -> list[tuple[str, int, str]]:
+        done = []
+        for folder, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                del self.procs[folder]
+                done.append((folder, proc.returncode, last_line(log_path(self.out, folder))))
+        return done
+
+
+def launch(out: Path, folder: str, logs: Path):
+    """Start a worker on the cell `folder` of the study folder `out`, its stderr appended
+    to logs/<folder>.log; returns the process and a function that passes each of its
+    events, as (folder, event), to a callback until it exits."""
+    logs.mkdir(exist_ok=True)
+    log = open(logs / f"{folder}.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli.study_run", str(out), folder],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the driver alone
+    )
+    log.close()
+
+    def reader(put: Callable[[tuple[str, dict]], None]) -> None:
+        for line in proc.stdout:
+            with contextlib.suppress(ValueError):
+                put((folder, json.loads(line)))
+
+    return proc, reader
+
+
+def die_with_parent() -> None:
+    """Linux: the worker gets SIGTERM if its driver dies without stopping it (kill -9),
+    so that no worker trains on, orphaned, holding its cell's lock. (Asked for by the
+    worker itself: a preexec_fn would make the driver fork a process that runs JAX.)"""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def drain(events: queue.Queue, timeout: float) -> list:
+    try:
+        found = [events.get(timeout=timeout)]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            found.append(events.get_nowait())
+        except queue.Empty:
+            return found
+
+
+def log_path(out: Path, folder: str) -> Path:
+    return out / studies.LOGS / f"{folder}.log"
+
+
+def last_line(path: Path) -> str:
+    """The last line a worker wrote on stderr: its one-line error (or a traceback's end)."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    line = lines[-1] if lines else ""
+    return line.removeprefix("jab: error: ").strip()
+
+
+# running cells on a Ray cluster
+
+
+class RayCells:
+    """Cells as Ray tasks, each with the CPUs and GPUs it asks for; the cluster's free
+    resources decide how many run at once."""
+
+    def __init__(self, address: str, cpus: float, gpus: float) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise JabError("--ray needs Ray: pip install 'jab[ray]'") from None
+        if cpus <= 0 or gpus < 0:
+            raise JabError(
+                f"--cpus-per-cell must be positive and --gpus-per-cell zero or more, "
+                f"got {cpus} and {gpus}"
+            )
+        self.ray, self.address, self.cpus, self.gpus = ray, address, cpus, gpus
+
+    def describe(self) -> str:
+        gpus = f", {self.gpus:g} GPU" if self.gpus else ""
+        return f"as Ray tasks on {self.address} ({self.cpus:g} CPU{gpus} each)"
+
+    @contextlib.contextmanager
+    def open(self, out: Path):
+        ray = self.ray
+        if not ray.is_initialized():
+            try:
+                ray.init(
+                    address=None if self.address == "local" else self.address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level="ERROR",
+                    configure_logging=False,
+                )
+            except Exception as err:  # ConnectionError, or Ray's own kinds
+                line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise JabError(f"could not reach the Ray cluster at {self.address}: {line}") from None
+        self.out = out
+        self.coordinator = ray.remote(num_cpus=0)(Coordinator).remote()
+        self.task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(ray_cell)
+        self.pending: dict[Any, str] = {}
+        try:
+            yield self
+        finally:
+            if self.pending:  # a driver that fails stops its tasks
+                self.coordinator.stop.remote()
+                with contextlib.suppress(Exception):
+                    ray.wait(list(self.pending), num_returns=len(self.pending), timeout=60)
+
+    def free(self) -> bool:
+        return True  # Ray queues a task until the cluster has its resources
+
+    def running(self) -> bool:
+        return bool(self.pending)
+
+    def start(self, cell: Cell) -> None:
+        record = (self.out / studies.STUDY_FILE).read_bytes()
+        ref = self.task.remote(record, cell.folder, archive(self.out / cell.folder), self.coordinator)
+        self.pending[ref] = cell.folder
+
+    def events(self, timeout: float) -> list[tuple[str, dict]]:
+        time.sleep(timeout)
+        found = []
+        for folder, line in self.ray.get(self.coordinator.drain.remote()):
+            with contextlib.suppress(ValueError):
+                found.append((folder, json.loads(line)))
+        return found
+
+    def stop(self, signum: int) -> None:
+        self.coordinator.stop.remote(signum)
+
+    def ended(self) -> list[tuple[str, int, str]]:
+        ready, _ = self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+        done = []
+        for ref in ready:
+            folder = self.pending.pop(ref)
+            try:
+                code, log, data = self.ray.get(ref)
+            except Exception as err:  # the task itself failed: a node lost, out of memory
+                line = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+                done.append((folder, 1, f"Ray task failed: {line}"))
+                continue
+            logs = self.out / studies.LOGS
+            logs.mkdir(exist_ok=True)
+            with open(logs / f"{folder}.log", "ab") as f:
+                f.write(log)
+            if data:
+                replace(self.out / folder, data)
+            done.append((folder, code, last_line(logs / f"{folder}.log")))
+        return done
+
+
+class Coordinator:
+    """A Ray actor between the driver and its tasks: their events, and the stop signal."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.stops: list[int] = []
+
+    def report(self, folder: str, line: str) -> None:
+        self.events.append((folder, line))
+
+    def drain(self) -> list[tuple[str, str]]:
+        found, self.events = self.events, []
+        return found
+
+    def stop(self, signum: int = signal.SIGINT) -> None:
+        self.stops.append(signum)
+
+    def stopping(self) -> list[int]:
+        return self.stops
+
+
+def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int, bytes, bytes]:
+    """A Ray task: the worker on one cell, in a temporary study folder on this node.
+    Returns its exit status, its stderr and the cell's folder as a tar archive."""
+    import ray
+
+    if ray.get(coordinator.stopping.remote()):  # stopped before it started
+        return INTERRUPTED[0], b"", b""
+    with tempfile.TemporaryDirectory(prefix="jab-cell-") as tmp:
+        out = Path(tmp)
+        (out / studies.STUDY_FILE).write_bytes(record)
+        unpack(data, out)
+        proc, reader = launch(out, folder, out / studies.LOGS)
+        thread = threading.Thread(
+            target=reader, args=(lambda e: coordinator.report.remote(e[0], json.dumps(e[1])),)
+        )
+        thread.start()
+        forwarded = 0  # each Ctrl-C the driver got, passed on once
+        while proc.poll() is None:
+            time.sleep(0.5)
+            stops = ray.get(coordinator.stopping.remote())
+            for signum in stops[forwarded:]:
+                proc.send_signal(signum)
+            forwarded = len(stops)
+        thread.join()
+        return proc.returncode, log_path(out, folder).read_bytes(), archive(out / folder)
+
+
+def archive(path: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(path, arcname=path.name, filter=lambda info: None if info.name.endswith("/.lock") else info)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, into: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(into, filter="data")
+
+
+def replace(path: Path, data: bytes) -> None:
+    """Put a cell folder that came back from a Ray task in place of `path`: unpacked beside
+    it first, then swapped in by renames, so that a kill leaves one or the other whole."""
+    incoming = Path(tempfile.mkdtemp(prefix=f".{path.name}.incoming-", dir=path.parent))
+    unpack(data, incoming)
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    if path.exists():
+        os.replace(path, old)
+    os.replace(incoming / path.name, path)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(incoming, ignore_errors=True)
+
+
+# the worker
+
+
+class CellObserver:
+    """A training session's events as JSON lines on stdout, for the driver."""
+
+    def __init__(self, emit: Callable[[dict], None]) -> None:
+        self.emit = emit
+
+    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
+        self.emit({"event": "begin", "step": start_step, "steps": experiment.config.train.steps})
+
+    def note(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    def log(self, records: list[dict[str, Any]]) -> None:
+        losses = sorted(r["loss"] for r in records)
+        self.emit({"event": "log", "step": records[0]["step"], "loss": losses[len(losses) // 2]})
+
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        scores = sorted(r["seq_acc"] for r in results)
+        self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": scores[len(scores) // 2]})
+
+    def end(self) -> None:
+        pass
+
+
+def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
+    """Train the cell `folder` of the study folder `out` to its steps (resuming what is
+    there), measure it, and write its evaluation.json; returns the exit status."""
+    from jabcli import inspection, runs, runtime, session
+
+    runtime.configure()
+    record = studies.recorded(out)
+    cell = next((c for c in record["cells"] if c.get("folder") == folder), None)
+    if cell is None:
+        raise JabError(f"{out}/{studies.STUDY_FILE} has no cell {folder!r}")
+    path = out / folder
+    _, seeds = runs.open_runs(path)
+    if not all(run.summary()["state"] in ("finished", "target reached") for run in seeds):
+        outcome = session.resume(path, None, CellObserver(emit))
+        if outcome.interrupted_by is not None:
+            return 128 + outcome.interrupted_by
+    emit({"event": "evaluating"})
+    evaluate = record["evaluate"]
+    tic = time.perf_counter()
+    _, loaded = inspection.load_runs(path, "latest")
+    experiment = loaded[0].experiment
+    low = max(evaluate["lengths"][0], experiment.task.min_length)
+    high = min(evaluate["lengths"][1], experiment.longest_input())
+    result = inspection.evaluate_runs(
+        path, loaded, evaluate["samples"], low, high, evaluate["seed"],
+        each_length=True, force_length=evaluate["force_length"],
+    )
+    figures = ("seq_acc", "token_acc", "forced_seq_acc")
+    evaluation = {
+        "spec": cell["spec"],
+        "step": result["step"],
+        "task": result["task"],
+        "pos_encoding": result["pos_encoding"],
+        "train_lengths": result["train_lengths"],
+        "longest": high,
+        "train_s": max(runs.training_seconds(run.read_metrics()) for run in seeds),
+        "eval_s": time.perf_counter() - tic,
+        "seeds": [
+            {
+                "seed": one.experiment.config.train.seed,
+                "per_length": {
+                    str(n): {k: row[k] for k in figures if k in row}
+                    for n, row in each["per_length"].items()
+                },
+            }
+            for one, each in zip(loaded, result.get("seeds", [result]))
+        ],
+    }
+    runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
+    emit({"event": "done"})
+    return 0
+
+
+def main() -> None:
+    """`python -m jabcli.study_run STUDY_DIR CELL`: one cell's worker."""
+    from jabcli.interrupt import on_sigint
+
+    signal.signal(signal.SIGINT, on_sigint)
+    die_with_parent()
+    out, folder = Path(sys.argv[1]), sys.argv[2]
+
+    def emit(event: dict) -> None:
+        print(json.dumps(event), flush=True)
+
+    try:
+        code = work(out, folder, emit)
+    except JabError as err:
+        print(f"jab: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
+        code = 1
+    except KeyboardInterrupt:
+        print("jab: error: interrupted", file=sys.stderr, flush=True)
+        code = 128 + signal.SIGINT
+    except Exception as err:
+        if "RESOURCE_EXHAUSTED" in str(err):
+            line = str(err).splitlines()[0][:300]
+            print(f"jab: error: out of memory: {line}", file=sys.stderr, flush=True)
+            code = 1
+        else:
+            raise
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
