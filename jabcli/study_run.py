@@ -25,12 +25,14 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -103,22 +105,14 @@ def run(
     )
     experiments = studies.check(study)
     failed = studies.check_folder(study, out)
-    out.mkdir(parents=True, exist_ok=True)
-    studies.record(study, out, failed)
-    from jabcli import session
-
-    for cell, experiment in zip(study.cells, experiments):
-        if not (out / cell.folder).exists():
-            session.create(experiment, out / cell.folder)
     summary = Summary(out)
-    todo = []
-    for cell in study.cells:
-        (todo if studies.evaluation_of(out, cell) is None else summary.measured).append(cell)
     by_folder = {cell.folder: cell for cell in study.cells}
-    observer.begin(study, out, todo, backend.describe())
     stop = Stop()
+    todo: list[Cell] = []
     try:
         with stop, backend.open(out) as cells:
+            todo = prepare(study, out, experiments, failed, summary)
+            observer.begin(study, out, todo, backend.describe())
             while True:
                 while not stop.signum and todo and cells.free():
                     cell = todo.pop(0)
@@ -151,6 +145,22 @@ def run(
     summary.stopped += todo
     summary.interrupted_by = stop.signum
     return summary
+
+
+def prepare(study: Study, out: Path, experiments, failed: dict[str, str], summary) -> list[Cell]:
+    """Write study.json and create the run folder of every cell that has none (as `jab
+    train` would, untrained); returns the cells still to measure."""
+    from jabcli import session
+
+    out.mkdir(parents=True, exist_ok=True)
+    studies.record(study, out, failed)
+    for cell, experiment in zip(study.cells, experiments):
+        if not (out / cell.folder).exists():
+            session.create(experiment, out / cell.folder)
+    todo = []
+    for cell in study.cells:
+        (todo if studies.evaluation_of(out, cell) is None else summary.measured).append(cell)
+    return todo
 
 
 class Stop:
@@ -316,7 +326,11 @@ class RayCells:
     def open(self, out: Path):
         ray = self.ray
         if not ray.is_initialized():
+            reachable(self.address)
             try:
+                # Ray starts its processes by fork and exec at once: JAX's warning about
+                # forking a multithreaded process does not apply.
+                warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
                 ray.init(
                     address=None if self.address == "local" else self.address,
                     include_dashboard=False,
@@ -380,6 +394,19 @@ class RayCells:
                 replace(self.out / folder, data)
             done.append((folder, code, last_line(logs / f"{folder}.log")))
         return done
+
+
+def reachable(address: str) -> None:
+    """Refuse at once a host:port that nothing answers on (Ray itself would retry for
+    minutes)."""
+    host, colon, port = address.rpartition(":")
+    if address in ("auto", "local") or not colon or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=10).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise JabError(f"could not reach the Ray cluster at {address}: {reason}") from None
 
 
 class Coordinator:

@@ -1,0 +1,252 @@
+"""`jab study`: a grid of runs, trained in worker processes (or Ray tasks), measured at
+every length, resumable, shown as a table and a plot."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jabrun import env, jab
+
+from jabcli.errors import JabError
+from jabcli.study import read
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "studies" / "smoke.yaml"
+CELLS = ["copy-sinusoidal", "copy-randomized", "reverse-sinusoidal", "reverse-randomized"]
+TIMING = ("steps_per_sec", "elapsed_s")
+SMOKE_GROUP = pytest.mark.xdist_group("smoke")  # one worker runs the smoke study once
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """studies/smoke.yaml run by `jab study run` into runs/smoke of a fresh folder."""
+    cwd = tmp_path_factory.mktemp("study")
+    result = jab("study", "run", SMOKE, cwd=cwd)
+    return cwd, result
+
+
+def results(folder: Path) -> dict:
+    """Every seed's metrics (less timings) and every cell's evaluation by seed."""
+    found = {}
+    for cell in CELLS:
+        for seed in (0, 1):
+            lines = (folder / cell / f"seed-{seed}" / "metrics.jsonl").read_text().splitlines()
+            found[cell, seed] = [
+                {k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines
+            ]
+        found[cell] = json.loads((folder / cell / "evaluation.json").read_text())["seeds"]
+    return found
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+TINY_BASE = """
+base:
+  task: copy
+  steps: 60
+  set:
+    task.max_len: 4
+    task.alphabet: "012"
+    model.d_model: 16
+    model.d_ff: 32
+    model.num_layers: 1
+    train.batch_size: 16
+    train.eval_every: 30
+    train.log_every: 30
+evaluate: {lengths: 1-5, samples: 5}
+"""
+
+
+@SMOKE_GROUP
+def test_study_trains_every_cell_into_a_run_folder_and_tables_each_length_bin(smoke):
+    cwd, result = smoke
+    assert "Study smoke" in result.stdout and "1-5" in result.stdout
+    shown = json.loads(jab("study", "show", "runs/smoke", "--json", cwd=cwd).stdout)
+    assert [c["name"] for c in shown["cells"]] == [c.replace("-", " ") for c in CELLS]
+    assert shown["bins"] == ["1-5", "6-8"]
+    for cell in shown["cells"]:
+        assert cell["state"] == "measured" and cell["seeds"] == 2 and cell["step"] == 100
+        assert set(cell["per_length"]) == {str(n) for n in range(1, 9)}
+        low, mid, high = (cell["bins"]["1-5"][k] for k in ("min", "median", "max"))
+        assert 0.0 <= low <= mid <= high <= 1.0
+    listed = json.loads(jab("runs", "runs/smoke", "--json", cwd=cwd).stdout)
+    assert sorted(Path(r["run"]).name for r in listed) == sorted(CELLS)
+    assert all(r["seeds"] == 2 and r["state"] in ("finished", "target reached") for r in listed)
+
+
+@SMOKE_GROUP
+def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
+    cwd, _ = smoke
+    markdown = jab("study", "show", "runs/smoke", "--markdown", cwd=cwd).stdout
+    assert "| copy sinusoidal | 100 |" in markdown and "|---|" in markdown
+    shown = jab("study", "show", "runs/smoke", "--save", tmp_path / "study.svg", cwd=cwd)
+    assert "input length" in shown.stdout and "trained on 1-5" in shown.stdout
+    assert (tmp_path / "study.svg").read_text().startswith("<svg")
+
+
+@SMOKE_GROUP
+def test_rerunning_a_finished_study_trains_nothing(smoke):
+    cwd, _ = smoke
+    before = results(cwd / "runs/smoke")
+    again = jab("study", "run", SMOKE, cwd=cwd)
+    assert "0 cells to run" in again.stdout
+    assert results(cwd / "runs/smoke") == before
+
+
+@SMOKE_GROUP
+def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
+    cwd, _ = smoke
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "study", "run", str(SMOKE), "--out", "runs/again"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if list(tmp_path.glob("runs/again/*/seed-*/metrics.jsonl")):
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "Resume with:" in out and "--out runs/again" in out
+    assert not list(tmp_path.glob("runs/again/**/*.tmp-*"))  # nothing half-written
+    assert not list(tmp_path.glob("runs/again/*/seed-*/.lock"))  # every worker stopped
+    jab("study", "run", SMOKE, "--out", "runs/again", cwd=tmp_path)
+    assert results(tmp_path / "runs/again") == results(cwd / "runs/smoke")
+
+
+@SMOKE_GROUP
+def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path):
+    ray = pytest.importorskip("ray")
+    cwd, _ = smoke
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        address = ray.get_runtime_context().gcs_address
+        jab("study", "run", SMOKE, "--ray", address, "--out", "runs/ray", cwd=tmp_path)
+    finally:
+        ray.shutdown()
+    assert results(tmp_path / "runs/ray") == results(cwd / "runs/smoke")
+
+
+def test_a_failing_cell_is_reported_and_the_others_still_finish(tmp_path):
+    study = write(
+        tmp_path / "mixed.yaml",
+        TINY_BASE
+        + """
+rows:
+  - name: fine
+  - name: diverges
+    set: {train.learning_rate: 1.0e+30, train.clip_norm: 0.0, train.warmup_steps: 0}
+""",
+    )
+    result = jab("study", "run", study, cwd=tmp_path, check=False)
+    assert result.returncode == 1
+    assert "cell 'diverges' failed: loss became non-finite" in result.stderr
+    shown = json.loads(jab("study", "show", "runs/mixed", "--json", cwd=tmp_path).stdout)
+    states = {c["name"]: c["state"] for c in shown["cells"]}
+    assert states["fine"] == "measured"
+    assert states["diverges"].startswith("failed: loss became non-finite")
+
+
+def test_editing_a_started_study_is_refused_unless_given_a_new_folder(tmp_path):
+    study = write(tmp_path / "edit.yaml", TINY_BASE + "rows: [{name: one}]\n")
+    jab("study", "run", study, cwd=tmp_path)
+    write(study, TINY_BASE.replace("steps: 60", "steps: 90") + "rows: [{name: one}]\n")
+    refused = jab("study", "run", study, cwd=tmp_path, check=False)
+    assert refused.returncode == 2
+    assert "cell 'one' in runs/edit was run with other settings" in refused.stderr
+    assert (tmp_path / "runs/edit/one/evaluation.json").is_file()  # nothing lost
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (TINY_BASE + "parameters: {model.pos_encodng: [rope]}\n",
+         "unknown config key 'model.pos_encodng'"),
+        (TINY_BASE + "parameters: {model.pos_encoding: [rop]}\n", "cell 'rop'"),
+        (TINY_BASE + "parameters: {model.pos_encoding: []}\n", "must list its values"),
+        (TINY_BASE, "has no cells"),
+        (TINY_BASE + "rows: [{name: a}, {name: a}]\n", "would share the folder 'a'"),
+        (TINY_BASE + "rows: [{name: a, sets: {}}]\n", "unknown key 'sets' (did you mean 'set'?)"),
+        (TINY_BASE + "seeds: 0\nrows: [{name: a}]\n", "seeds must be a whole number"),
+        (TINY_BASE + "evaluat: {}\nrows: [{name: a}]\n", "(did you mean 'evaluate'?)"),
+    ],
+)
+def test_a_bad_study_file_is_one_line_naming_what_is_wrong(tmp_path, text, message):
+    study = write(tmp_path / "bad.yaml", text)
+    result = jab("study", "run", study, cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # nothing made
+
+
+def test_bad_study_options_are_refused_before_anything_runs(tmp_path):
+    study = write(tmp_path / "s.yaml", TINY_BASE + "rows: [{name: a}]\n")
+    for args, message in [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--ray", "127.0.0.1:1"], "could not reach the Ray cluster at 127.0.0.1:1"),
+        (["--cpus-per-cell", "2"], "--cpus-per-cell and --gpus-per-cell go with --ray"),
+    ]:
+        result = jab("study", "run", study, *args, cwd=tmp_path, check=False)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    (tmp_path / "runs" / "s").mkdir(parents=True)
+    (tmp_path / "runs" / "s" / "notes.txt").write_text("mine")
+    taken = jab("study", "run", study, cwd=tmp_path, check=False)
+    assert "already exists and is not a study folder" in taken.stderr
+    missing = jab("study", "show", "runs/nothing", cwd=tmp_path, check=False)
+    assert "study folder 'runs/nothing' does not exist" in missing.stderr
+
+
+def test_ray_option_without_ray_installed_says_how_to_get_it(tmp_path):
+    study = write(tmp_path / "s.yaml", TINY_BASE + "rows: [{name: a}]\n")
+    code = (
+        "import sys; sys.modules['ray'] = None; sys.argv = ['jab', 'study', 'run', "
+        f"{str(study)!r}, '--ray', 'auto']; from jabcli.__main__ import main; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env(), capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "--ray needs Ray: pip install 'jab[ray]'" in result.stderr
+
+
+def test_grid_and_rows_make_cells_named_by_their_values(tmp_path):
+    study = read(
+        write(
+            tmp_path / "g.yaml",
+            """
+base: {task: reverse, steps: 50, set: {task.max_len: 8}}
+seeds: 3
+parameters:
+  task.name: {values: [copy, sort]}
+  model.pos_encoding: {values: [rope, alibi]}
+rows:
+  - {name: sort none/randomized, task: sort, steps: 70,
+     set: {model.src_pos_encoding: none, model.tgt_pos_encoding: randomized}}
+evaluate: {lengths: 1-32, bins: [1-8, 9-32]}
+""",
+        )
+    )
+    assert [c.folder for c in study.cells] == [
+        "copy-rope", "copy-alibi", "sort-rope", "sort-alibi", "sort-none-randomized",
+    ]
+    assert [c.task for c in study.cells] == ["copy", "copy", "sort", "sort", "sort"]
+    assert study.cells[0].values == {
+        "task.max_len": 8, "train.steps": 50, "model.pos_encoding": "rope",
+    }
+    assert study.cells[-1].values["train.steps"] == 70
+    assert all(c.seeds == 3 for c in study.cells)
+    assert study.evaluation.bins == ((1, 8), (9, 32))
+    with pytest.raises(JabError, match="evaluate.bins takes ranges"):
+        read(write(tmp_path / "b.yaml", "base: {task: copy}\nrows: [{name: a}]\nevaluate: {bins: [x]}\n"))
