@@ -641,7 +641,7 @@ def study_run_command(
         typer.Option(
             "--workers",
             metavar="N",
-            help="Cells trained at once on this machine (default: one per two cores).",
+            help="Cells trained at once on this machine (default: one per core).",
         ),
     ] = None,
     ray: Annotated[
