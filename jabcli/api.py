@@ -11,6 +11,8 @@
     run.curve("eval_seq_acc")                            # a picture in Jupyter
     jab.compare([run_a, run_b], lengths=(1, 32))         # exact match by length, side by side
     jab.curves([run_a, run_b], "loss")                   # several runs' curves overlaid
+    study = jab.study("studies/smoke.yaml")              # jab study run: a grid of runs
+    study = jab.load_study("runs/smoke")                 # its table and plot in Jupyter
 
 Training shows its progress in place in a notebook. Mistakes raise `JabError` with the
 message the command line prints.
@@ -182,6 +184,45 @@ def compare(
         Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))
         for path, seeds in loaded
     )
+
+
+def study(
+    file: str | Path, out: str | Path | None = None, workers: int | None = None
+) -> StudyResults:
+    """`jab study run FILE [--out DIR] [--workers N]`: train and measure every cell not
+    measured yet, showing progress; returns the results. A cell that fails, or an
+    interrupted study, raises `JabError` (run it again to resume)."""
+    from jabcli import runtime, study_run
+    from jabcli.display import StudyView
+    from jabcli.studies import read, slug
+
+    runtime.configure()
+    found = read(Path(file))
+    folder = Path(out) if out is not None else Path("runs") / slug(found.name)
+    summary = study_run.run(found, folder, workers, StudyView())
+    if summary.interrupted_by is not None:
+        raise KeyboardInterrupt(f"study {folder} interrupted; run it again to resume")
+    if summary.failed:
+        names = ", ".join(repr(name) for name in summary.failed)
+        raise JabError(f"cells {names} of {folder} failed (logs in {folder}/logs)")
+    return load_study(folder)
+
+
+def load_study(path: str | Path) -> StudyResults:
+    """A study folder's results: what `jab study show --json` prints."""
+    from jabcli.studies import table
+
+    return StudyResults(table(Path(path)))
+
+
+class StudyResults(dict):
+    """`jab study show --json` as a dict (its `cells` hold every figure); in Jupyter, the
+    table by length bins and the plot of exact match by length."""
+
+    def _repr_html_(self) -> str:
+        from jabcli.notebook import study_html
+
+        return study_html(self)
 
 
 class Result(dict):

@@ -669,7 +669,7 @@ def study_run_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Train and measure every cell of a study file, each a run folder of the study."""
-    from jabcli import study, study_run
+    from jabcli import studies, study_run
     from jabcli.display import StudyView, commands, console, say, study_table
 
     if workers is not None and workers < 1:
@@ -678,8 +678,8 @@ def study_run_command(
         raise JabError("--cpus-per-cell and --gpus-per-cell go with --ray")
     if ray is not None and workers is not None:
         raise JabError("--workers is for this machine; with --ray the cluster decides")
-    found = study.read(file)
-    folder = out or Path("runs") / study.slug(found.name)
+    found = studies.read(file)
+    folder = out or Path("runs") / studies.slug(found.name)
     configure_jax(no_cache)
     if no_cache:
         os.environ["JAB_NO_CACHE"] = "1"  # the workers' too
@@ -694,13 +694,13 @@ def study_run_command(
             f"checkpoints kept in {folder}")
         commands("Resume with:", [again])
         raise typer.Exit(128 + summary.interrupted_by)
-    console.print(study_table(study.table(folder)))
+    console.print(study_table(studies.table(folder)))
     if summary.failed:
         for name, error in summary.failed.items():
             print(f"jab: error: cell {name!r} failed: {error}", file=sys.stderr)
         print(
             f"jab: error: {len(summary.failed)} of {len(found.cells)} cells failed "
-            f"(logs in {folder / study.LOGS}); after a fix, run again: {again}",
+            f"(logs in {folder / studies.LOGS}); after a fix, run again: {again}",
             file=sys.stderr,
         )
         raise typer.Exit(1)
@@ -727,7 +727,7 @@ def study_show_command(
     ] = None,
 ) -> None:
     """Show a study's table (cells x lengths) and its plot of exact match by length."""
-    from jabcli import study
+    from jabcli import studies
     from jabcli.display import (
         console,
         save_curves_png,
@@ -745,7 +745,7 @@ def study_show_command(
     suffix = save.suffix.lower() if save is not None else None
     if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
         raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
-    results = study.table(folder)
+    results = studies.table(folder)
     if as_json:
         print(json.dumps(results))
     elif markdown:

@@ -902,7 +902,7 @@ class StudyView:
         self.live: Live | None = None
 
     def begin(self, study, out, todo, workers: str) -> None:
-        from jabcli.study import bin_name
+        from jabcli.studies import bin_name
 
         self.total = len(study.cells)
         self.done = self.total - len(todo)
@@ -969,7 +969,7 @@ class StudyView:
         self.update()
 
     def finished(self, cell, evaluation: dict[str, Any]) -> None:
-        from jabcli.study import measured
+        from jabcli.studies import measured
 
         self.done += 1
         figures = measured(evaluation, [tuple(map(int, b.split("-"))) for b in self.bins])

@@ -132,14 +132,37 @@ def attention_html(attention: Any) -> str:
     )
 
 
-def curves_svg(curves: list[Any]) -> str:
-    """Curves (inspection.Curve) as an SVG picture: drawn by matplotlib when the extra
-    jab[plots] is installed, else the terminal drawing of `jab curves --save FILE.svg`."""
-    view = CurvesView(curves)
+def curves_svg(curves: list[Any] | CurvesView) -> str:
+    """Curves (inspection.Curve, or a view of them) as an SVG picture: drawn by matplotlib
+    when the extra jab[plots] is installed, else the terminal drawing of `jab curves
+    --save FILE.svg`."""
+    view = curves if isinstance(curves, CurvesView) else CurvesView(curves)
     try:
         return curves_image(view, "svg").decode()
     except MissingExtra:
         return picture_svg(view)
+
+
+def study_html(results: dict[str, Any]) -> str:
+    """`jab study show`: the table of cells by length bins, then the plot."""
+    from jabcli.display import study_cells, study_curves, study_heading
+
+    head = "".join(
+        f"<th>{html.escape(c)}</th>"
+        for c in ("cell", "steps", "training s", *results["bins"], "longest at ≥ 50%")
+    )
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td>"
+        + "".join(f"<td>{html.escape(f)}</td>" for f in figures)
+        + "</tr>"
+        for name, figures in study_cells(results)
+    )
+    measured = any(c["state"] == "measured" for c in results["cells"])
+    plot = curves_svg(study_curves(results)) if measured else ""
+    return (
+        f"<p><b>Study {html.escape(results['study'])}</b> ({html.escape(results['folder'])}): "
+        f"{html.escape(study_heading(results))}</p><table><tr>{head}</tr>{rows}</table>{plot}"
+    )
 
 
 class NotebookView(Observer):

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from jabcli import study as studies
+from jabcli import studies
 from jabcli.errors import JabError
-from jabcli.study import Cell, Study
+from jabcli.studies import Cell, Study
 
 INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
 

@@ -12,7 +12,7 @@ import pytest
 from jabrun import env, jab
 
 from jabcli.errors import JabError
-from jabcli.study import read
+from jabcli.studies import read
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "studies" / "smoke.yaml"
