@@ -68,6 +68,11 @@ def train(
 
         view = TrainView()
     outcome = session.start(experiment, Path(out) if out is not None else None, view)
+    if outcome.interrupted_by is not None:  # a script must not carry on as if trained
+        raise KeyboardInterrupt(
+            f"training interrupted at step {outcome.step}; checkpoint saved in "
+            f"{outcome.path}; resume with: jab resume {outcome.path}"
+        )
     return Run(outcome.path)
 
 

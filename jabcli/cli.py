@@ -119,6 +119,7 @@ def run_folders(value):
 
 
 SEED_MAX = 2**32 - 1
+STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
 
 RunOption = Annotated[
@@ -128,7 +129,17 @@ RunOption = Annotated[
         metavar="DIR",
         callback=run_folders,
         autocompletion=complete_run,
-        help="Run folder (default: the newest under runs/); for eval, a group of seeds too.",
+        help="Run folder (default: the newest under runs/).",
+    ),
+]
+GroupRunOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--run",
+        metavar="DIR",
+        callback=run_folders,
+        autocompletion=complete_run,
+        help="Run folder or group of seeds (default: the newest under runs/).",
     ),
 ]
 CheckpointOption = Annotated[
@@ -149,7 +160,11 @@ NoCacheOption = Annotated[
 StepsOption = Annotated[
     Optional[int],
     typer.Option(
-        "--steps", min=1, metavar="N", help="Number of training steps (overrides train.steps)."
+        "--steps",
+        min=1,
+        max=STEPS_MAX,
+        metavar="N",
+        help="Number of training steps (overrides train.steps).",
     ),
 ]
 SeedOption = Annotated[
@@ -237,7 +252,7 @@ def runs_command(
     ] = False,
 ) -> None:
     """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
-    from jabcli.display import console, runs_table
+    from jabcli.display import console, runs_table, say
     from jabcli.runs import listing
 
     if root.exists() and not root.is_dir():
@@ -246,8 +261,9 @@ def runs_command(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    if not rows:
-        raise JabError(f"no runs found under {root}/; train one with: jab train --task reverse")
+    if not rows:  # an empty list, as --json prints it: not an error
+        say(f"No runs under {root}/; train one with: jab train --task reverse")
+        return
     console.print(runs_table(rows))
 
 
@@ -350,7 +366,11 @@ def resume_command(
     steps: Annotated[
         Optional[int],
         typer.Option(
-            "--steps", min=1, metavar="N", help="Train up to this step (saved in the run)."
+            "--steps",
+            min=1,
+            max=STEPS_MAX,
+            metavar="N",
+            help="Train up to this step (saved in the run).",
         ),
     ] = None,
     no_cache: NoCacheOption = False,
@@ -396,7 +416,7 @@ def finish(training) -> None:
 
 @command("eval")
 def eval_command(
-    run: RunOption = None,
+    run: GroupRunOption = None,
     samples: Annotated[
         Optional[int],
         typer.Option(
@@ -544,7 +564,8 @@ def show_attention(
         typer.Option(
             "--head",
             metavar="H|mean",
-            help="Head index or 'mean' (default: all heads side by side).",
+            help="Head index (negative counts from the last) or 'mean' (default: all "
+            "heads side by side).",
         ),
     ] = None,
     save: Annotated[
@@ -567,8 +588,13 @@ def show_attention(
     one = api.load(run)
     attention = one.attention(input_text, kind.value, layer, checkpoint)
     heads = len(attention.weights)
-    if head not in (None, "mean") and not (head.isdigit() and int(head) < heads):
-        raise JabError(f"--head must be 'mean' or a head between 0 and {heads - 1}, got {head!r}")
+    if head not in (None, "mean") and not (
+        head.lstrip("-").isdigit() and -heads <= int(head) < heads
+    ):
+        raise JabError(
+            f"--head must be 'mean' or a head between 0 and {heads - 1} (or -1 for the "
+            f"last), got {head!r}"
+        )
     view = attention_view(attention, head, str(one.path))
     show_picture(view)
     if save is not None:
@@ -593,7 +619,7 @@ def curves(
         typer.Option(
             "--save",
             metavar="FILE.svg|FILE.html|FILE.png",
-            help="Also write the picture to a file (.png needs pip install 'jab[plots]').",
+            help="Also write the picture to a file (.png needs pip install 'jab\\[plots]').",
         ),
     ] = None,
 ) -> None:
@@ -683,15 +709,15 @@ def study_run_command(
     configure_jax(no_cache)
     if no_cache:
         os.environ["JAB_NO_CACHE"] = "1"  # the workers' too
-    summary = study_run.run(
-        found, folder, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell
-    )
+    summary = study_run.run(found, folder, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell)
     again = f"jab study run {shlex.quote(str(file))}" + (
         f" --out {shlex.quote(str(folder))}" if out is not None else ""
     )
     if summary.interrupted_by is not None:
-        say(f"Interrupted: {len(summary.measured)} of {len(found.cells)} cells measured; "
-            f"checkpoints kept in {folder}")
+        say(
+            f"Interrupted: {len(summary.measured)} of {len(found.cells)} cells measured; "
+            f"checkpoints kept in {folder}"
+        )
         commands("Resume with:", [again])
         raise typer.Exit(128 + summary.interrupted_by)
     console.print(study_table(studies.table(folder)))
@@ -704,8 +730,13 @@ def study_run_command(
             file=sys.stderr,
         )
         raise typer.Exit(1)
-    commands("Next:", [f"jab study show {shlex.quote(str(folder))} --save study.svg",
-                       f"jab runs {shlex.quote(str(folder))}"])
+    commands(
+        "Next:",
+        [
+            f"jab study show {shlex.quote(str(folder))} --save study.svg",
+            f"jab runs {shlex.quote(str(folder))}",
+        ],
+    )
 
 
 @study_app.command("show", cls=Command)
@@ -779,6 +810,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     cli = typer.main.get_command(app)
+    from rich.console import Console
+
+    Console.on_broken_pipe = broken_pipe  # Typer's help console too
     try:
         code = cli.main(args, prog_name="jab", standalone_mode=False)
     except JabError as err:
@@ -787,6 +821,12 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(err))
     except typer.Exit as err:
         sys.exit(err.exit_code)
+    except BrokenPipeError:  # `jab tasks | head -1`: the reader has all it wanted
+        from jabcli.display import reader_gone
+
+        reader_gone()
+        sys.exit(0)
+
     except (typer.Abort, KeyboardInterrupt):
         interrupted()
     except NoArgsIsHelpError as err:
@@ -804,6 +844,12 @@ def main(argv: list[str] | None = None) -> None:
             raise
         fail(f"out of memory: {str(err).splitlines()[0][:300]}", code=1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def broken_pipe(console) -> None:
+    """Rich exits 1 when stdout's reader goes away; jab lets main() exit 0, as other
+    Unix tools do (`jab tasks | head -1` under `set -o pipefail`)."""
+    raise BrokenPipeError
 
 
 def close_option(name: str, ctx) -> str:

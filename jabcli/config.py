@@ -93,6 +93,7 @@ SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
 CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
 MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
 MAX_SHIFT = 1_000_000
+STEPS_MAX = 10**9  # train.steps: more would take years, and overflow the step counter
 
 
 def data_path(task_name: str) -> str | None:
@@ -251,6 +252,8 @@ def validate(config: Config) -> None:
         raise JabError(
             f"model.max_positions must be at most {MAX_POSITIONS}, got {m.max_positions}"
         )
+    if tr.steps > STEPS_MAX:
+        raise JabError(f"train.steps must be at most {STEPS_MAX}, got {tr.steps}")
     if abs(t.shift) > MAX_SHIFT:
         raise JabError(f"task.shift must be between -{MAX_SHIFT} and {MAX_SHIFT}, got {t.shift}")
     for section, cls in SECTIONS.items():

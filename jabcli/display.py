@@ -9,8 +9,11 @@ terminal is drawn at its own width.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,53 @@ from jabcli.session import Observer, Outcome
 
 np = Lazy("numpy")  # for heatmaps and medians only: `jab tasks` need not import it
 
-console = Console()
+
+class Stdout(io.TextIOBase):
+    """Standard output that goes quiet when its reader goes away (`| head`, `less` quit):
+    jab then stops drawing and goes on with its work (a training run trains on to its end
+    and is saved as usual), rather than dying of a broken pipe and losing the run."""
+
+    def __init__(self) -> None:
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                sys.stdout.write(text)
+            except BrokenPipeError:
+                reader_gone()
+                self.gone = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                reader_gone()
+                self.gone = True
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def fileno(self) -> int:
+        return sys.stdout.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return sys.stdout.encoding
+
+
+def reader_gone() -> None:
+    """Point stdout at /dev/null, so that nothing later (nor Python's exit) writes to the
+    closed pipe."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+console = Console(file=Stdout())
 
 SHADES = " ░▒▓█"
 BAR_WIDTH = 20  # the longest bar of an accuracy, in characters
@@ -295,6 +344,7 @@ def figure(row: dict[str, Any], name: str) -> str:
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
     rows = [
         ("run", run_path),
+        ("task", f"{result['task']}, {result['pos_encoding']} positions"),
         ("checkpoint", f"step {result['step']}"),
         ("samples", str(result["samples"])),
         ("token accuracy", figure(result, "token_acc")),
@@ -313,7 +363,7 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
             for one in seeds
         ]
         if len({one["step"] for one in seeds}) > 1:
-            rows[2] = ("checkpoint", f"steps differ by seed (earliest {result['step']})")
+            rows[3] = ("checkpoint", f"steps differ by seed (earliest {result['step']})")
     head = facts(rows)
     parts: list[Any] = [titled("Evaluation", head), length_table(result["per_length"], train_range)]
     if result.get("missing_lengths"):
@@ -321,11 +371,14 @@ def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, i
         parts.append(Text(f"No held-out pairs at lengths {missing}.", style="yellow"))
     if len(result["per_length"]) > 1:
         parts.append(LengthChart(result["per_length"], train_range))
-    mistakes = [e for e in result["examples"] if not e["correct"]]
-    if mistakes:
-        title = "Some mistakes" + (f" of {Path(seeds[0]['run']).name}" if seeds else "")
-        parts.append(examples_table(mistakes, limit=5, title=title))
-    else:
+    shown = False
+    for one in seeds or [result]:  # a group: each seed's own mistakes, labelled
+        mistakes = [e for e in one["examples"] if not e["correct"]]
+        if mistakes:
+            title = "Some mistakes" + (f" of {Path(one['run']).name}" if seeds else "")
+            parts.append(examples_table(mistakes, limit=5, title=title))
+            shown = True
+    if not shown:
         parts.append(Text("No mistakes.", style="green"))
     return Group(*parts)
 
@@ -443,9 +496,9 @@ def comparison(results: list[dict[str, Any]]) -> Group:
     """Several runs' exact match side by side, one row per length, then each run's chart."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("length", justify="right", no_wrap=True)
-    for r in results:
+    names = run_labels([r["run"] for r in results])
+    for r, name in zip(results, names):
         low, high = r["train_lengths"]
-        name = Path(r["run"]).name
         seeds = f", {len(r['seeds'])} seeds" if "seeds" in r else ""
         table.add_column(
             f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}{seeds}",
@@ -478,10 +531,21 @@ def comparison(results: list[dict[str, Any]]) -> Group:
         title += "; a group of seeds: median [min-max], charted by its median"
     parts.append(titled(title, table))
     parts += [
-        LengthChart(r["per_length"], tuple(r["train_lengths"]), title=Path(r["run"]).name)
-        for r in results
+        LengthChart(r["per_length"], tuple(r["train_lengths"]), title=name)
+        for r, name in zip(results, names)
     ]
     return Group(*parts)
+
+
+def run_labels(paths: list[str]) -> list[str]:
+    """The shortest trailing part of each run's path that tells them apart:
+    runs/a/seed-0 and runs/b/seed-0 are a/seed-0 and b/seed-0."""
+    parts = [Path(p).parts for p in paths]
+    for n in range(1, max(map(len, parts)) + 1):
+        labels = ["/".join(p[-n:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
 
 
 def predictions(rows: list[dict[str, Any]]) -> Table:
@@ -570,7 +634,8 @@ def attention_view(attention: Any, head: str | None, run_path: str) -> Attention
     elif head == "mean":
         panels = [heatmap(weights.mean(0), rows, cols, "mean of heads")]
     else:
-        panels = [heatmap(weights[int(head)], rows, cols, f"head {head}")]
+        index = int(head) % len(weights)  # -1 is the last, as in Python
+        panels = [heatmap(weights[index], rows, cols, f"head {index}")]
     title = (
         f"{attention.kind} attention, layer {attention.layer} of {run_path}: "
         f"input {attention.input} -> output {attention.answer} ({attention.verdict})"
@@ -796,7 +861,9 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows = []
     for c in results["cells"]:
         if c["state"] != "measured":
-            rows.append((c["name"], [str(c["steps"]), "-", *["-"] * len(results["bins"]), c["state"]]))
+            rows.append(
+                (c["name"], [str(c["steps"]), "-", *["-"] * len(results["bins"]), c["state"]])
+            )
             continue
         figures = []
         for b in results["bins"]:
@@ -833,8 +900,10 @@ def study_table(results: dict[str, Any]) -> Group:
         table.add_column(column, justify="right", overflow="fold")
     for name, figures in study_cells(results):
         table.add_row(Text(name), *map(Text, figures))
-    return titled(f"Study {results['study']} ({results['folder']})",
-                  Group(Text(study_heading(results), style="dim"), table))
+    return titled(
+        f"Study {results['study']} ({results['folder']})",
+        Group(Text(study_heading(results), style="dim"), table),
+    )
 
 
 def study_markdown(results: dict[str, Any]) -> str:
@@ -909,7 +978,8 @@ class StudyView:
         self.bins = [bin_name(*b) for b in study.evaluation.bins]
         console.print(
             Text.assemble(
-                "Study ", (study.name, "bold"),
+                "Study ",
+                (study.name, "bold"),
                 f" into {out}: {plural(self.total, 'cell')}, {plural(len(todo), 'cell')} to run, "
                 f"{workers}",
             )
@@ -925,11 +995,13 @@ class StudyView:
     def render(self) -> Group:
         table = Table(box=box.SIMPLE_HEAD, header_style="bold")
         for column in ("running", "step", "loss", "held-out"):
-            table.add_column(column, justify="left" if column == "running" else "right",
-                             overflow="fold")
+            table.add_column(
+                column, justify="left" if column == "running" else "right", overflow="fold"
+            )
         for name, row in self.running.items():
-            table.add_row(Text(name), row.get("step", "-"), row.get("loss", "-"),
-                          row.get("held-out", "-"))
+            table.add_row(
+                Text(name), row.get("step", "-"), row.get("loss", "-"), row.get("held-out", "-")
+            )
         return Group(self.progress, table) if self.running else Group(self.progress)
 
     def update(self) -> None:

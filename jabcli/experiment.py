@@ -235,7 +235,7 @@ def resolve(
             data = apply_data_file(config, task)
         elif task.lower().endswith(DATA_SUFFIXES):
             raise JabError(f"to train on a data file, name it file:{task}")
-        elif task.endswith((".yaml", ".yml")) or "/" in task:
+        elif is_yaml(task):
             data = apply_file(config, Path(task))
         else:
             found = configuration.preset(task)
@@ -246,19 +246,34 @@ def resolve(
         data = apply_file(config, config_file) or data
     if task is None and config_file is None:
         raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
+    files = [Path(task)] if task is not None and is_yaml(task) else []
+    files += [config_file] if config_file is not None else []
+    from_files = task is None or is_yaml(task)  # no preset or data file names the task
+    if from_files and not any(names_task(path) for path in files):
+        raise JabError(
+            f"{files[0]} names no task: add task: {{name: NAME}} (one of: {', '.join(TASKS)})"
+        )
     for assignment in sets or []:
         key, value, raw = configuration.parse_set(assignment)
         configuration.set_key(config, key, value, "--set", raw)
     for key, value in (overrides or {}).items():
         configuration.set_key(config, key, value, source)
-    if steps is not None:
-        config.train.steps = steps
-    if seed is not None:
-        config.train.seed = seed
-    if seeds is not None:
-        config.train.seeds = seeds
+    for key, value in (("steps", steps), ("seed", seed), ("seeds", seeds)):
+        if value is not None:  # checked as a config key: the API may pass 1.5
+            configuration.set_key(config, f"train.{key}", value, f"--{key}")
     configuration.validate(config)
     return Experiment.create(config, None, data)
+
+
+def is_yaml(task: str) -> bool:
+    """Whether --task names a task YAML file rather than a built-in task."""
+    return task.endswith((".yaml", ".yml")) or "/" in task
+
+
+def names_task(path: Path) -> bool:
+    """Whether a YAML config file sets task.name."""
+    task = configuration.read_yaml(path).get("task")
+    return isinstance(task, dict) and task.get("name") is not None
 
 
 def apply_data_file(config: Config, name: str) -> DataFile:

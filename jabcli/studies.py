@@ -93,8 +93,10 @@ class Cell:
 
     def sets(self) -> list[str]:
         """Its values as `jab train --set` arguments, to show how to train it by hand."""
-        return [f"{key}={json.dumps(value) if isinstance(value, bool) else value}"
-                for key, value in self.values.items()]
+        return [
+            f"{key}={json.dumps(value) if isinstance(value, bool) else value}"
+            for key, value in self.values.items()
+        ]
 
 
 @dataclass
@@ -325,8 +327,14 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
         "source": str(study.source),
         "text": study.text,
         "cells": [
-            {"name": c.name, "folder": c.folder, "task": c.task, "spec": c.spec,
-             "seeds": c.seeds, "steps": c.config["train"]["steps"]}
+            {
+                "name": c.name,
+                "folder": c.folder,
+                "task": c.task,
+                "spec": c.spec,
+                "seeds": c.seeds,
+                "steps": c.config["train"]["steps"],
+            }
             for c in study.cells
         ],
         "evaluate": study.evaluation.to_dict(),
@@ -372,8 +380,7 @@ def check_folder(study: Study, out: Path) -> dict[str, str]:
             )
         if started and cell.folder not in specs:
             raise JabError(
-                f"{out}/{cell.folder} exists but is no cell of the study in {out}; "
-                "name a new --out"
+                f"{out}/{cell.folder} exists but is no cell of the study in {out}; name a new --out"
             )
     failed = before.get("failed")
     return dict(failed) if isinstance(failed, dict) else {}
@@ -426,8 +433,13 @@ def table(out: Path) -> dict[str, Any]:
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:
-        row = {"name": cell["name"], "folder": str(out / cell["folder"]), "task": cell["task"],
-               "seeds": cell["seeds"], "steps": cell["steps"]}
+        row = {
+            "name": cell["name"],
+            "folder": str(out / cell["folder"]),
+            "task": cell["task"],
+            "seeds": cell["seeds"],
+            "steps": cell["steps"],
+        }
         result = evaluation_of(out, cell)
         if result is None:
             row["state"] = state(out, cell, failed)

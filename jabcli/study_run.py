@@ -341,7 +341,9 @@ class RayCells:
                 )
             except Exception as err:  # ConnectionError, or Ray's own kinds
                 line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                raise JabError(f"could not reach the Ray cluster at {self.address}: {line}") from None
+                raise JabError(
+                    f"could not reach the Ray cluster at {self.address}: {line}"
+                ) from None
         self.out = out
         self.coordinator = ray.remote(num_cpus=0)(Coordinator).remote()
         self.task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(ray_cell)
@@ -362,7 +364,9 @@ class RayCells:
 
     def start(self, cell: Cell) -> None:
         record = (self.out / studies.STUDY_FILE).read_bytes()
-        ref = self.task.remote(record, cell.folder, archive(self.out / cell.folder), self.coordinator)
+        ref = self.task.remote(
+            record, cell.folder, archive(self.out / cell.folder), self.coordinator
+        )
         self.pending[ref] = cell.folder
 
     def events(self, timeout: float) -> list[tuple[str, dict]]:
@@ -461,7 +465,11 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
 def archive(path: Path) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(path, arcname=path.name, filter=lambda info: None if info.name.endswith("/.lock") else info)
+        tar.add(
+            path,
+            arcname=path.name,
+            filter=lambda info: None if info.name.endswith("/.lock") else info,
+        )
     return buffer.getvalue()
 
 
@@ -504,7 +512,9 @@ class CellObserver:
 
     def evaluated(self, results: list[dict[str, Any]]) -> None:
         scores = sorted(r["seq_acc"] for r in results)
-        self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": scores[len(scores) // 2]})
+        self.emit(
+            {"event": "eval", "step": results[0]["step"], "seq_acc": scores[len(scores) // 2]}
+        )
 
     def end(self) -> None:
         pass
@@ -534,8 +544,14 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     low = max(evaluate["lengths"][0], experiment.task.min_length)
     high = min(evaluate["lengths"][1], experiment.longest_input())
     result = inspection.evaluate_runs(
-        path, loaded, evaluate["samples"], low, high, evaluate["seed"],
-        each_length=True, force_length=evaluate["force_length"],
+        path,
+        loaded,
+        evaluate["samples"],
+        low,
+        high,
+        evaluate["seed"],
+        each_length=True,
+        force_length=evaluate["force_length"],
     )
     figures = ("seq_acc", "token_acc", "forced_seq_acc")
     evaluation = {

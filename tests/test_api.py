@@ -2,9 +2,14 @@
 that render themselves in Jupyter."""
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
+from jabrun import env
 from jabrun import jab as cli
 
 import jabcli as jab
@@ -70,3 +75,32 @@ def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):
     with pytest.raises(jab.JabError, match="unknown config key 'model.width'"):
         jab.train("copy", overrides={"model.width": 3}, out=tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+def test_api_arguments_are_checked_as_the_command_line_checks_them(tmp_path):
+    with pytest.raises(jab.JabError, match="'train.steps' must be int, got float 1.5"):
+        jab.train("copy", steps=1.5, out=tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+
+
+def test_ctrl_c_in_the_api_saves_the_run_and_raises_instead_of_returning(tmp_path):
+    script = (
+        "import jabcli as jab\n"
+        "jab.train('copy', steps=100000, overrides={'task.max_len': 5, 'model.d_model': 16,"
+        " 'model.d_ff': 32, 'model.num_layers': 1, 'train.log_every': 10}, out='r')\n"
+        "print('carried on')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    metrics = tmp_path / "r" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if metrics.exists() and metrics.read_text().count("\n") >= 2:
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "carried on" not in out
+    assert "KeyboardInterrupt: training interrupted at step" in err
+    assert "jab resume r" in err
+    assert json.loads((tmp_path / "r/checkpoints/manifest.json").read_text())["checkpoints"]

@@ -31,6 +31,11 @@ CASES = {
         "did you mean 'model.d_model'",
     ),
     "negative steps": (["train", "--task", "copy", "--steps", "-5"], "'--steps'"),
+    "steps beyond any budget": (
+        ["train", "--task", "copy", "--steps", "99999999999999999999"],
+        "'--steps'",
+    ),
+    "task YAML that names no task": (["train", "--task", "noname.yaml"], "names no task"),
     "zero samples": (["eval", "--run", RUN, "--samples", "0"], "'--samples'"),
     "seed out of range": (["eval", "--run", RUN, "--seed", "-1"], "'--seed'"),
     "unknown attention kind": (["show-attention", "--run", RUN, "--kind", "self"], "'--kind'"),
@@ -161,6 +166,7 @@ def workdir(trained):
         (future / "config.yaml").write_text(yaml.safe_dump({**config, "format": 99}))
     (trained / "broken.yaml").write_text("task: [unclosed\n")
     (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
+    (trained / "noname.yaml").write_text("model:\n  d_model: 32\n")
     (trained / "afile").write_text("not a folder")
     return trained
 

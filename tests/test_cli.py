@@ -363,3 +363,44 @@ def test_with_index_hints_jab_numbers_the_input_and_scores_only_the_answer_symbo
     drawn = jab("show-attention", "--run", "runs/h", *encoder, cwd=tmp_path).stdout
     assert len(set(re.findall(r"\[\d+\]", drawn))) == 4  # a hint before each symbol
     assert "index hint [k] heads a column" in drawn
+
+
+def test_eval_names_the_task_and_its_positional_encoding(trained):
+    shown = jab("eval", "--run", "runs/tiny", "--samples", "20", cwd=trained).stdout
+    assert "copy, sinusoidal positions" in shown
+
+
+def test_a_negative_head_counts_from_the_last_as_a_negative_layer_does(trained):
+    shown = jab("show-attention", "--run", "runs/tiny", "--head", "-1", "--input", "012",
+                cwd=trained).stdout  # fmt: skip
+    assert "head 3" in shown and "head 0" not in shown
+
+
+def test_help_shows_the_extras_to_install_with_their_brackets(tmp_path):
+    assert "jab[plots]" in jab("curves", "--help", cwd=tmp_path).stdout
+    assert "jab[ray]" in jab("study", "run", "--help", cwd=tmp_path).stdout
+    assert "group" not in jab("predict", "--help", cwd=tmp_path).stdout
+
+
+@pytest.mark.parametrize("args", [["tasks"], ["tasks", "--json"], ["--help"]])
+def test_a_pipe_closed_early_is_no_failure_for_pipefail_scripts(args, tmp_path):
+    command = f"set -o pipefail; {sys.executable} -m jabcli {' '.join(args)} | head -1"
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env(),
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0 and result.stderr == ""
+
+
+def test_training_goes_on_to_its_end_when_its_reader_goes_away(tmp_path):
+    args = " ".join([*TINY, "--steps", "200", "--out", "piped"])
+    command = f"set -o pipefail; {sys.executable} -m jabcli train {args} | head -1"
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env(),
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "piped/checkpoints/manifest.json").read_text())
+    assert manifest["checkpoints"][-1]["step"] == 200
+
+
+def test_no_runs_is_an_empty_list_not_an_error(tmp_path):
+    shown = jab("runs", cwd=tmp_path)
+    assert "No runs under runs/" in shown.stdout
+    assert json.loads(jab("runs", "--json", cwd=tmp_path).stdout) == []

@@ -143,3 +143,20 @@ def test_a_bad_number_of_seeds_is_one_line_and_writes_nothing(tmp_path, seeds, m
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_eval_of_a_group_shows_the_mistakes_of_each_seed_that_made_some(group):
+    result = json.loads(jab("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout)
+    wrong = [Path(one["run"]).name for one in result["seeds"] if one["mistakes"]]
+    assert wrong, "the tiny group should make mistakes after 150 steps"
+    shown = jab("eval", "--run", "g", "--samples", "100", cwd=group).stdout
+    assert all(f"Some mistakes of {name}" in shown for name in wrong)
+    assert "No mistakes." not in shown
+
+
+def test_compare_tells_apart_runs_whose_folders_end_alike(group, tmp_path):
+    shutil.copytree(group / "g", tmp_path / "a")
+    shutil.copytree(group / "g", tmp_path / "b")
+    shown = jab("compare", "a/seed-0", "b/seed-0", "--lengths", "2-3", "--samples", "5",
+                cwd=tmp_path).stdout  # fmt: skip
+    assert "a/seed-0" in shown and "b/seed-0" in shown

@@ -172,8 +172,10 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        (TINY_BASE + "parameters: {model.pos_encodng: [rope]}\n",
-         "unknown config key 'model.pos_encodng'"),
+        (
+            TINY_BASE + "parameters: {model.pos_encodng: [rope]}\n",
+            "unknown config key 'model.pos_encodng'",
+        ),
         (TINY_BASE + "parameters: {model.pos_encoding: [rop]}\n", "cell 'rop'"),
         (TINY_BASE + "parameters: {model.pos_encoding: []}\n", "must list its values"),
         (TINY_BASE, "has no cells"),
@@ -239,14 +241,25 @@ evaluate: {lengths: 1-32, bins: [1-8, 9-32]}
         )
     )
     assert [c.folder for c in study.cells] == [
-        "copy-rope", "copy-alibi", "sort-rope", "sort-alibi", "sort-none-randomized",
+        "copy-rope",
+        "copy-alibi",
+        "sort-rope",
+        "sort-alibi",
+        "sort-none-randomized",
     ]
     assert [c.task for c in study.cells] == ["copy", "copy", "sort", "sort", "sort"]
     assert study.cells[0].values == {
-        "task.max_len": 8, "train.steps": 50, "model.pos_encoding": "rope",
+        "task.max_len": 8,
+        "train.steps": 50,
+        "model.pos_encoding": "rope",
     }
     assert study.cells[-1].values["train.steps"] == 70
     assert all(c.seeds == 3 for c in study.cells)
     assert study.evaluation.bins == ((1, 8), (9, 32))
     with pytest.raises(JabError, match="evaluate.bins takes ranges"):
-        read(write(tmp_path / "b.yaml", "base: {task: copy}\nrows: [{name: a}]\nevaluate: {bins: [x]}\n"))
+        read(
+            write(
+                tmp_path / "b.yaml",
+                "base: {task: copy}\nrows: [{name: a}]\nevaluate: {bins: [x]}\n",
+            )
+        )
