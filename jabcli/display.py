@@ -659,6 +659,7 @@ def show_picture(view: AttentionView | CurvesView) -> None:
 
 
 CURVE_COLORS = ("blue", "red", "green", "magenta", "cyan", "orange")
+CURVE_MARKERS = ("●", "+", "x", "o", "*", "#", "@", "%", "&", "$")  # when there is no colour
 CURVE_NAMES = {
     "loss": "training loss",
     "token_acc": "training token accuracy",
@@ -692,12 +693,15 @@ class CurvesView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
-        yield Text.from_ansi(self.draw(options.max_width))
+        colours = not console.no_color and console.color_system is not None
+        yield Text.from_ansi(self.draw(options.max_width, colours))
 
     def width(self, console: Console) -> int:
         return console.width
 
-    def draw(self, width: int) -> str:
+    def draw(self, width: int, colours: bool = True) -> str:
+        """The plot as plotext draws it; without colours, each curve has a marker of its
+        own, so that the legend still tells them apart."""
         import plotext as plt
 
         plt.clear_figure()
@@ -710,8 +714,10 @@ class CurvesView:
             for band in (curve.low, curve.high):
                 if band is not None:
                     plt.plot(curve.steps, [scale * v for v in band], color=color, marker="dot")
-        for curve, color in zip(self.curves, colors):
-            plt.plot(curve.steps, [scale * v for v in curve.values], label=curve.name, color=color)
+        markers = CURVE_MARKERS * len(self.curves) if not colours else ["hd"] * len(self.curves)
+        for curve, color, marker in zip(self.curves, colors, markers):
+            values = [scale * v for v in curve.values]
+            plt.plot(curve.steps, values, label=curve.name, color=color, marker=marker)
         if self.curves[0].metric in ("loss", "grad_norm", "lr") and all(
             v > 0 for c in self.curves for v in c.values
         ):
@@ -877,29 +883,30 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
 
 
 def study_heading(results: dict[str, Any]) -> str:
-    seeds = sorted({c["seeds"] for c in results["cells"]})
+    counts = sorted({c["seeds"] for c in results["cells"]})
+    seeds = f"{'/'.join(map(str, counts))} seed" + ("" if counts == [1] else "s")
     forced = (
         "; after the slash: the median with the answer's true length imposed"
         if results["force_length"]
         else ""
     )
-    return (
-        f"Exact match by input length, median [min-max] over {'/'.join(map(str, seeds))} "
-        f"seed(s); {results['samples_per_length']} held-out inputs per length{forced}"
-    )
+    return f"Exact match by input length, median [min-max] over {seeds}; {results['samples_per_length']} held-out inputs per length{forced}"
 
 
 STUDY_COLUMNS = ("steps", "training s")
 
 
 def study_table(results: dict[str, Any]) -> Group:
-    """`jab study show`: one row per cell, one column per bin of lengths."""
+    """`jab study show`: one row per cell (its steps and training seconds under its name,
+    so that the figures get the width), one column per bin of lengths."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("cell", overflow="fold")
-    for column in (*STUDY_COLUMNS, *results["bins"], "longest at ≥ 50%"):
+    for column in (*results["bins"], "≥ 50% up to"):
         table.add_column(column, justify="right", overflow="fold")
-    for name, figures in study_cells(results):
-        table.add_row(Text(name), *map(Text, figures))
+    for name, (steps, seconds, *figures) in study_cells(results):
+        trained = f"{steps} steps, {seconds} s" if seconds != "-" else f"{steps} steps"
+        table.add_row(Text(f"{name}\n{trained}"), *map(Text, figures))
+        table.add_section()
     return titled(
         f"Study {results['study']} ({results['folder']})",
         Group(Text(study_heading(results), style="dim"), table),

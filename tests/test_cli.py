@@ -404,3 +404,9 @@ def test_no_runs_is_an_empty_list_not_an_error(tmp_path):
     shown = jab("runs", cwd=tmp_path)
     assert "No runs under runs/" in shown.stdout
     assert json.loads(jab("runs", "--json", cwd=tmp_path).stdout) == []
+
+
+def test_curves_without_colour_tell_runs_apart_by_their_markers(trained, tmp_path):
+    shutil.copytree(trained / "runs/tiny", tmp_path / "other")
+    shown = jab("curves", trained / "runs/tiny", "other", cwd=tmp_path).stdout  # NO_COLOR=1
+    assert "●● " in shown and "++ " in shown
