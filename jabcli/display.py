@@ -890,7 +890,11 @@ def study_heading(results: dict[str, Any]) -> str:
         if results["force_length"]
         else ""
     )
-    return f"Exact match by input length, median [min-max] over {seeds}; {results['samples_per_length']} held-out inputs per length{forced}"
+    samples = results["samples_per_length"]
+    return (
+        f"Exact match by input length, median [min-max] over {seeds}; {samples} held-out "
+        f"inputs per length{forced}"
+    )
 
 
 STUDY_COLUMNS = ("steps", "training s")
