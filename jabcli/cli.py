@@ -534,10 +534,10 @@ def predict(
     from jabcli.display import console, predictions
 
     if "-" in texts:
-        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        if not lines:
-            raise JabError("- reads inputs from stdin, one per line, but there were none")
+        lines = stdin_lines()
         texts = [each for text in texts for each in (lines if text == "-" else [text])]
+        if not texts:
+            raise JabError("- reads inputs from stdin, one per line, but there were none")
     configure_jax(no_cache)
     console.print(predictions(api.load(run).predict(texts, checkpoint)))
 
@@ -793,6 +793,18 @@ def study_show_command(
             save_picture(view, save)
         if not (as_json or markdown):  # stdout is the table's alone
             say(f"Saved {save}")
+
+
+def stdin_lines() -> list[str]:
+    """The non-blank lines of stdin, read as UTF-8 (a byte-order mark, as some editors
+    write, is dropped, as file tasks drop it)."""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise JabError(f"stdin is not UTF-8 text (line {line} has the byte {data[err.start]:#04x})")
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:

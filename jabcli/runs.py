@@ -210,9 +210,10 @@ def newest_common_checkpoint(
         for run, listed in zip(runs, entries):
             newer = [str(e["step"]) for e in listed if e["step"] > step]
             if newer and len(runs) > 1:
+                steps = ", ".join(newer)
                 warn(
-                    f"{run.path} has checkpoints past step {step}, the newest every seed "
-                    f"has ({', '.join(newer)}); they are dropped"
+                    f"resuming from step {step}, the newest step at which every seed has a "
+                    f"checkpoint; {run.path}'s checkpoints at step(s) {steps} are dropped"
                 )
         return step, arrays
     raise JabError(f"{where} has no valid checkpoint left")

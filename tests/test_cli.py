@@ -410,3 +410,25 @@ def test_curves_without_colour_tell_runs_apart_by_their_markers(trained, tmp_pat
     shutil.copytree(trained / "runs/tiny", tmp_path / "other")
     shown = jab("curves", trained / "runs/tiny", "other", cwd=tmp_path).stdout  # NO_COLOR=1
     assert "●● " in shown and "++ " in shown
+
+
+def predict_stdin(trained, data: bytes, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jabcli", "predict", "--run", "runs/tiny", "-", *args],
+        cwd=trained, env=env(), input=data, capture_output=True,
+    )  # fmt: skip
+
+
+def test_predict_reads_stdin_with_a_byte_order_mark_and_names_bytes_that_are_not_text(trained):
+    answered = predict_stdin(trained, b"\xef\xbb\xbf0123\n")
+    assert answered.returncode == 0 and b"0123" in answered.stdout
+    refused = predict_stdin(trained, b"01\n\xff\xfe\n")
+    assert refused.returncode == 2
+    assert refused.stderr.decode().strip() == (
+        "jab: error: stdin is not UTF-8 text (line 2 has the byte 0xff)"
+    )
+
+
+def test_predict_answers_inputs_typed_beside_the_dash_too(trained):
+    answered = predict_stdin(trained, b"", "012")
+    assert answered.returncode == 0 and b"012" in answered.stdout
