@@ -133,6 +133,11 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
     for column in ("run, created", "task, model", "steps, seeds", "best held-out", "state"):
         table.add_column(column, overflow="fold")
     for r in rows:
+        if r["state"].startswith("damaged"):  # nothing else of it could be read
+            created = (r["created"] or "-").replace("T", " ")
+            table.add_row(Text(f"{r['run']}\n{created}"), "-", "-", "-", Text(r["state"]))
+            table.add_section()
+            continue
         best = r["best_eval_seq_acc"]
         if isinstance(best, list):  # a group: each seed's best
             known = [b for b in best if b is not None]

@@ -33,6 +33,7 @@ import io
 import json
 import os
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -151,13 +152,24 @@ def seed_folder(group: Path, seed: int) -> Path:
 def seed_runs(path: Path) -> list[Run] | None:
     """The runs of a group folder in the order of their seeds; None if it is not one."""
     try:
-        group = json.loads((Path(path) / GROUP_FILE).read_text())
-    except (OSError, ValueError):
+        text = (Path(path) / GROUP_FILE).read_bytes()
+    except OSError:
         return None
+    try:
+        group = json.loads(text)
+    except ValueError:
+        raise JabError(f"{path}/{GROUP_FILE} is corrupted (not valid JSON)") from None
     seeds = group.get("seeds") if isinstance(group, dict) else None
     if not isinstance(seeds, list) or not all(type(s) is int for s in seeds) or not seeds:
         raise JabError(f"{path}/{GROUP_FILE} is corrupted (unexpected contents)")
-    return [Run(seed_folder(Path(path), seed)) for seed in seeds]
+    runs = [Run(seed_folder(Path(path), seed)) for seed in seeds]
+    for run in runs:
+        if not (run.path / "config.yaml").is_file():
+            raise JabError(
+                f"{run.path} is missing or has no config.yaml, though {path}/{GROUP_FILE} "
+                "lists its seed"
+            )
+    return runs
 
 
 def write_group(path: Path, seeds: list[int]) -> None:
@@ -365,8 +377,17 @@ class Run:
                     if name.startswith("params")
                     for shape in [npy_shape(npz.zip.open(name + ".npy"))]
                 )
-        except (OSError, ValueError, KeyError):
-            return None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return None  # the listing shows no count rather than fail
+
+    def check_not_running(self) -> None:
+        """Refuse a run another process is training into right now."""
+        if self.is_running():
+            try:
+                holder = (self.path / ".lock").read_text().strip() or "?"
+            except OSError:
+                holder = "?"
+            raise JabError(f"{self.path} is being written by another jab process (pid {holder})")
 
     def is_running(self) -> bool:
         """Whether a process holds the run's lock (is training into it) right now."""
@@ -421,6 +442,12 @@ class Run:
     def manifest(self) -> dict[str, Any]:
         path = self.checkpoints / "manifest.json"
         if not path.exists():
+            saved = sorted(p.name for p in self.checkpoints.glob("step-*.npz"))
+            if saved:  # lost, not new: never train over (and overwrite) these
+                raise JabError(
+                    f"{path} is missing, but {self.checkpoints} holds {', '.join(saved)}; "
+                    "restore the manifest, or move the checkpoints away to train anew"
+                )
             return {"format": FORMAT, "checkpoints": []}
         try:
             manifest = json.loads(path.read_text())
@@ -447,8 +474,8 @@ class Run:
         np.savez(buffer, **arrays)
         data = buffer.getvalue()
         name = f"step-{step:08d}.npz"
+        manifest = self.manifest()  # read first: a manifest is missing only if it was lost
         atomic_write(self.checkpoints / name, data)
-        manifest = self.manifest()
         entries = [e for e in manifest["checkpoints"] if e["step"] != step]
         entries.append(
             {
@@ -522,8 +549,12 @@ class Run:
             raise JabError(f"checkpoint {path} is missing") from None
         if sha256(data) != entry["sha256"]:
             raise JabError(f"checkpoint {path} is corrupted (checksum mismatch)")
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            # Junk with a matching checksum: unreadable all the same (a resume falls back).
+            raise JabError(f"checkpoint {path} is corrupted (not a checkpoint file)") from None
         if "step" in arrays and int(arrays["step"]) != entry["step"]:
             raise Mismatch(
                 f"{self.checkpoints}/manifest.json says {entry['file']} is at step "
@@ -592,15 +623,40 @@ def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         path = root / path.name  # as the user typed the root
-        seeds = seed_runs(path) if path.is_dir() else None
-        found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
+        if not path.is_dir():
+            continue
         try:
+            seeds = seed_runs(path)
+            found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
             summaries = [run.summary() for run in found]
-        except JabError:
+        except JabError as err:  # shown, not hidden: the user should know it is there
+            rows.append(damaged(path, str(err)))
             continue
         if summaries:
             rows.append(fold(str(path), summaries) if seeds else summaries[0])
     return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
+
+
+def damaged(path: Path, reason: str) -> dict[str, Any]:
+    """A `jab runs` row for a folder jab made but cannot read, with why."""
+    try:
+        created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        created = None
+    return {
+        "run": str(path),
+        "task": None,
+        "pos_encoding": None,
+        "parameters": None,
+        "flops_per_step": None,
+        "seeds": None,
+        "step": None,
+        "steps": None,
+        "best_eval_seq_acc": None,
+        "train_s": None,
+        "state": f"damaged: {reason}",
+        "created": created,
+    }
 
 
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")

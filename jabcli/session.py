@@ -129,6 +129,8 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     is saved in the run so that a later plain resume aims for the same step. A run killed
     before its first checkpoint (of every seed) starts again from step 0."""
     path, seeds = runs.open_runs(path)
+    for run in seeds:  # before anything is said about its checkpoints
+        run.check_not_running()
     cfg, tokenizer, saved_steps = _group_config(path, seeds)
     cfg.train.steps = max(saved_steps) if steps is None else steps
     from jabcli.experiment import Experiment

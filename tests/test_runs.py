@@ -397,3 +397,90 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     arrays.pop(next(name for name in arrays if name.startswith("params")))
     with pytest.raises(JabError, match=r"checkpoint x does not fit its config \(params\["):
         inspection.params_from_arrays(experiment, arrays, "checkpoint x")
+
+
+def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:
+    """Replace a checkpoint's bytes and its checksum in the manifest alike."""
+    import hashlib
+
+    (checkpoints / name).write_bytes(data)
+    manifest = json.loads((checkpoints / "manifest.json").read_text())
+    for entry in manifest["checkpoints"]:
+        if entry["file"] == name:
+            entry["sha256"] = hashlib.sha256(data).hexdigest()
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_jab_runs_lists_a_run_with_a_truncated_checkpoint_instead_of_crashing(three_checkpoints):
+    newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    (row,) = json.loads(jab("runs", ".", "--json", cwd=three_checkpoints).stdout)
+    assert row["run"] == "run" and row["step"] == 300 and row["parameters"] is None
+
+
+def test_junk_with_a_matching_checksum_is_corrupted_and_resume_falls_back(three_checkpoints):
+    with_sha256(three_checkpoints / "run/checkpoints", "step-00000300.npz", b"PK\x03\x04junk")
+    for command in (["eval", "--run", "run"], ["predict", "--run", "run", "012"]):
+        result = jab(*command, cwd=three_checkpoints, check=False)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().endswith(
+            "step-00000300.npz is corrupted (not a checkpoint file)"
+        )
+    resumed = jab("resume", "run", "--steps", "400", cwd=three_checkpoints)
+    assert "Resuming run from step 200" in " ".join(resumed.stdout.split())
+
+
+def test_damaged_runs_and_groups_are_listed_as_damaged_with_the_reason(three_checkpoints):
+    root = three_checkpoints
+    for name in ("empty-config", "bad-manifest", "group-bad", "group-missing-seed"):
+        shutil.copytree(root / "run", root / "runs" / name / "seed-0")
+    (root / "runs/empty-config").joinpath("seed-0").rename(root / "runs/empty-config/x")
+    shutil.rmtree(root / "runs/empty-config")
+    shutil.copytree(root / "run", root / "runs/empty-config")
+    (root / "runs/empty-config/config.yaml").write_text("")
+    shutil.rmtree(root / "runs/bad-manifest")
+    shutil.copytree(root / "run", root / "runs/bad-manifest")
+    (root / "runs/bad-manifest/checkpoints/manifest.json").write_text("{")
+    (root / "runs/group-bad/group.json").write_text("garbage")
+    (root / "runs/group-missing-seed/group.json").write_text('{"format": 1, "seeds": [0, 1]}')
+    rows = {r["run"]: r["state"] for r in json.loads(jab("runs", "--json", cwd=root).stdout)}
+    assert rows["runs/empty-config"].startswith("damaged: ")
+    assert (
+        rows["runs/bad-manifest"].startswith("damaged: ")
+        and "manifest.json" in rows["runs/bad-manifest"]
+    )
+    assert (
+        rows["runs/group-bad"] == "damaged: runs/group-bad/group.json is corrupted (not valid JSON)"
+    )
+    assert "runs/group-missing-seed/seed-1 is missing" in rows["runs/group-missing-seed"]
+    shown = jab("runs", cwd=root).stdout
+    assert "damaged" in shown
+    curves = jab("curves", "runs/group-missing-seed", cwd=root, check=False)
+    assert "runs/group-missing-seed/seed-1 is missing" in curves.stderr
+
+
+def test_a_lost_manifest_never_lets_a_resume_overwrite_the_checkpoints_beside_it(three_checkpoints):
+    (three_checkpoints / "run/checkpoints/manifest.json").unlink()
+    before = (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes()
+    result = jab("resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2
+    assert "manifest.json is missing, but" in result.stderr and "step-00000200.npz" in result.stderr
+    assert (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes() == before
+
+
+def test_resuming_a_run_being_trained_says_only_that_it_is_busy(three_checkpoints):
+    (three_checkpoints / "run/checkpoints/manifest.json").write_text(
+        json.dumps({"format": 1, "checkpoints": []})
+    )
+    for path in (three_checkpoints / "run/checkpoints").glob("*.npz"):
+        path.unlink()
+    with open(three_checkpoints / "run/.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        result = jab("resume", "run", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2 and result.stdout == ""
+    assert (
+        result.stderr.strip()
+        == "jab: error: run is being written by another jab process (pid 4242)"
+    )
