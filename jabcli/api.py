@@ -45,6 +45,53 @@ __all__ = [
 ]
 
 
+def paths_of(runs_given: Any, what: str) -> list[Path]:
+    """Runs given as paths or `Run`s; a single one (a string, a path, a Run) is a list of
+    one, as the command line takes `jab curves RUN`."""
+    if isinstance(runs_given, (str, Path, Run)):
+        runs_given = [runs_given]
+    try:
+        items = list(runs_given)
+    except TypeError:
+        raise JabError(f"{what} takes run folders or Runs, got {runs_given!r}") from None
+    found = []
+    for item in items:
+        if isinstance(item, Run):
+            found.append(item.path)
+        elif isinstance(item, (str, Path)):
+            found.append(Path(item))
+        else:
+            raise JabError(f"{what} takes run folders or Runs, got {item!r}")
+    return found
+
+
+def whole(value: Any, name: str, least: int) -> int:
+    """A count checked as the command line checks its option."""
+    if type(value) is not int or value < least:
+        raise JabError(f"{name} must be a whole number of at least {least}, got {value!r}")
+    return value
+
+
+def length_range(value: Any) -> tuple[int, int]:
+    """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
+    if isinstance(value, str):
+        return inspection.parse_lengths(value)
+    if type(value) is int:
+        return value, value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(type(v) is int for v in value):
+        return value[0], value[1]
+    raise JabError(f"lengths takes (shortest, longest), '1-32' or one length, got {value!r}")
+
+
+def checkpoint_name(value: Any) -> str:
+    """`jab eval --checkpoint`: best, latest or a step (an int here too)."""
+    if type(value) is int and value >= 0:
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise JabError(f"checkpoint takes 'best', 'latest' or a step number, got {value!r}")
+
+
 def train(
     task: str,
     steps: int | None = None,
@@ -111,8 +158,10 @@ class Run:
         each_length = lengths is not None if each_length is None else each_length
         if samples is None:
             samples = SAMPLES_PER_LENGTH if each_length else SAMPLES
-        low, high = lengths if lengths is not None else (None, None)
-        path, loaded = inspection.load_runs(self.path, checkpoint)
+        whole(samples, "samples", 1)
+        whole(seed, "seed", 0)
+        low, high = length_range(lengths) if lengths is not None else (None, None)
+        path, loaded = inspection.load_runs(self.path, checkpoint_name(checkpoint))
         return Result(
             inspection.evaluate_runs(
                 path, loaded, samples, low, high, seed, each_length, force_length
@@ -124,7 +173,9 @@ class Run:
         from jabcli import runtime
 
         runtime.configure()
-        return Predictions(inspection.predict(inspection.load(self.path, checkpoint), texts))
+        texts = [texts] if isinstance(texts, str) else list(texts)  # one input, not characters
+        loaded = inspection.load(self.path, checkpoint_name(checkpoint))
+        return Predictions(inspection.predict(loaded, texts))
 
     def attention(
         self, text: str | None = None, kind: str = "cross", layer: int = -1, checkpoint="latest"
@@ -134,7 +185,7 @@ class Run:
         from jabcli import runtime
 
         runtime.configure()
-        loaded = inspection.load(self.path, checkpoint)
+        loaded = inspection.load(self.path, checkpoint_name(checkpoint))
         layers = loaded.experiment.config.model.num_layers
         if not -layers <= layer < layers:
             raise JabError(
@@ -161,14 +212,17 @@ class Run:
         return curves([self.path], metric)
 
 
-def curves(paths: list[str | Path], metric: str = "loss") -> Curves:
+def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss") -> Curves:
     """`jab curves`: a metric by step for each run (a group: median, min and max),
     drawn as one picture in Jupyter."""
-    return Curves([inspection.curve(Path(p), metric) for p in paths])
+    found = paths_of(paths, "curves")
+    if not found:
+        raise JabError("curves takes one or more run folders")
+    return Curves([inspection.curve(p, metric) for p in found])
 
 
 def compare(
-    paths: list[str | Path],
+    paths: list[str | Path | Run],
     lengths: tuple[int, int] | None = None,
     samples: int = SAMPLES_PER_LENGTH,
     checkpoint: str = "latest",
@@ -180,10 +234,14 @@ def compare(
     from jabcli import runtime
 
     runtime.configure()
-    if len(paths) < 2:
+    found = paths_of(paths, "compare")
+    if len(found) < 2:
         raise JabError("compare takes two or more run folders")
-    loaded = [inspection.load_runs(Path(p), checkpoint) for p in paths]
-    if lengths is None:
+    whole(samples, "samples", 1)
+    loaded = [inspection.load_runs(p, checkpoint_name(checkpoint)) for p in found]
+    if lengths is not None:
+        lengths = length_range(lengths)
+    else:
         lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
     return Comparison(
         Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))

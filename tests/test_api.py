@@ -2,6 +2,7 @@
 that render themselves in Jupyter."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -104,3 +105,26 @@ def test_ctrl_c_in_the_api_saves_the_run_and_raises_instead_of_returning(tmp_pat
     assert "KeyboardInterrupt: training interrupted at step" in err
     assert "jab resume r" in err
     assert json.loads((tmp_path / "r/checkpoints/manifest.json").read_text())["checkpoints"]
+
+
+def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained):
+    run = jab.load(trained / "runs/tiny")
+    for bad, message in [
+        ({"samples": -5}, "samples must be a whole number of at least 1, got -5"),
+        ({"samples": 0}, "samples must be a whole number of at least 1, got 0"),
+        ({"lengths": "1-x"}, "--lengths takes a range"),
+        ({"lengths": (1, 2, 3)}, "lengths takes (shortest, longest)"),
+        ({"checkpoint": 1.5}, "checkpoint takes 'best', 'latest' or a step number"),
+    ]:
+        with pytest.raises(jab.JabError, match=re.escape(message)):
+            run.evaluate(**bad)
+    assert run.evaluate(lengths="2-3", samples=5)["per_length"].keys() == {2, 3}
+    assert run.evaluate(lengths=4, samples=5, checkpoint=200)["step"] == 200
+    (row,) = run.predict("0123")  # one input, not four
+    assert row["input"] == "0123"
+    assert len(jab.compare([run, trained / "runs/tiny"], lengths=(2, 3), samples=5)) == 2
+    assert len(jab.curves(run)) == 1 and len(jab.curves([run, run])) == 2
+    with pytest.raises(jab.JabError, match="compare takes two or more run folders"):
+        jab.compare(str(trained / "runs/tiny"))
+    with pytest.raises(jab.JabError, match="curves takes one or more run folders"):
+        jab.curves([])
