@@ -19,7 +19,9 @@ def kinds(notebook) -> list[set[str]]:
     ]
 
 
-def test_the_tour_notebook_runs_headless_and_shows_progress_curves_table_and_heatmap(tmp_path):
+def test_the_tour_notebook_runs_headless_twice_and_shows_progress_curves_table_and_heatmap(
+    tmp_path,
+):
     shutil.copy(TOUR, tmp_path / "tour.ipynb")
     notebook = nbformat.read(tmp_path / "tour.ipynb", as_version=4)
     for cell in notebook.cells:
@@ -41,6 +43,11 @@ def test_the_tour_notebook_runs_headless_and_shows_progress_curves_table_and_hea
         if "data" in output
     )
     assert "<progress" in html and "exact match" in html and 'title="' in html
+    again = nbformat.read(tmp_path / "tour.ipynb", as_version=4)
+    again.cells = again.cells[:4]  # Run All a second time: up to training, in the same folder
+    nbclient.NotebookClient(
+        again, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    ).execute()
 
 
 def test_the_committed_tour_notebook_shows_its_outputs_without_being_run():
