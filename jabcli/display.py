@@ -23,6 +23,7 @@ from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -115,6 +116,52 @@ def facts(rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+@dataclass
+class Fitted:
+    """A table when the width has room for every word of it, else `narrow`, the same
+    figures as lines that wrap at spaces: nothing is cut, and no word is split."""
+
+    wide: Table
+    narrow: RenderableType
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        ranges = self.ranges(console)
+        room = options.max_width - self.wide._extra_width
+        least, most = sum(r[0] for r in ranges), sum(r[1] for r in ranges)
+        if least > room:
+            yield self.narrow
+            return
+        if most > room:  # Rich would squeeze columns below their longest word: share out
+            spare = room - least
+            slack = [high - low for low, high in ranges]
+            for column, (low, _), give in zip(self.wide.columns, ranges, slack):
+                column.width = low + spare * give // max(1, sum(slack)) - 2
+        yield self.wide
+
+    def ranges(self, console: Console) -> list[tuple[int, int]]:
+        """Each column's narrowest width with no cell cut (a no_wrap column as wide as its
+        widest cell, any other as its longest word) and its widest, padding included."""
+        options = console.options.update_width(10**4)
+        found = []
+        for column in self.wide.columns:
+            sizes = [Measurement.get(console, options, c) for c in (column.header, *column.cells)]
+            widest = max(m.maximum for m in sizes)
+            least = widest if column.no_wrap else max(m.minimum for m in sizes)
+            found.append((least + 2, widest + 2))  # the table's padding, a space each side
+        return found
+
+
+def lines(blocks: list[list[str]]) -> Group:
+    """Blocks of lines, each block's first line bold and the rest indented, a blank line
+    between blocks: the narrow layout of a table."""
+    parts: list[Any] = []
+    for first, *rest in blocks:
+        parts.append(Text(first, style="bold"))
+        parts += [Padding(Text(line), (0, 0, 0, 2)) for line in rest]
+        parts.append(Text(""))
+    return Group(*parts)
+
+
 def task_table(rows: list[dict[str, Any]]) -> Group:
     table = Table()
     for column in ("name", "description", "alphabet", "lengths", "coupled"):
@@ -123,8 +170,19 @@ def task_table(rows: list[dict[str, Any]]) -> Group:
         lengths = f"{r['min_len']}-{r['max_len']}"
         coupled = "yes" if r["aligned"] else "-"
         table.add_row(r["name"], r["description"], r["alphabet"], lengths, coupled)
+    narrow = lines(
+        [
+            [
+                r["name"],
+                r["description"],
+                f"alphabet {r['alphabet']}, lengths {r['min_len']}-{r['max_len']}, "
+                f"coupled: {'yes' if r['aligned'] else '-'}",
+            ]
+            for r in rows
+        ]
+    )
     key = "coupled: whether model.pos_encoding=coupled applies (the task has an alignment)"
-    return titled("Built-in tasks", Group(table, Text(key, style="dim")))
+    return titled("Built-in tasks", Group(Fitted(table, narrow), Text(key, style="dim")))
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Group:
@@ -132,11 +190,13 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("run, created", "task, model", "steps, seeds", "best held-out", "state"):
         table.add_column(column, overflow="fold")
+    blocks = []
     for r in rows:
+        created = (r["created"] or "-").replace("T", " ")
         if r["state"].startswith("damaged"):  # nothing else of it could be read
-            created = (r["created"] or "-").replace("T", " ")
             table.add_row(Text(f"{r['run']}\n{created}"), "-", "-", "-", Text(r["state"]))
             table.add_section()
+            blocks.append([r["run"], created, r["state"]])
             continue
         best = r["best_eval_seq_acc"]
         if isinstance(best, list):  # a group: each seed's best
@@ -149,14 +209,23 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             params += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
         seeds = plural(r["seeds"], "seed")
         table.add_row(
-            Text(f"{r['run']}\n{(r['created'] or '-').replace('T', ' ')}"),
+            Text(f"{r['run']}\n{created}"),
             Text(f"{r['task']}\n{r['pos_encoding']}{params}"),
             Text(f"{r['step']}/{r['steps']}\n{seeds}"),
             Text(best or "-"),
             Text(f"{r['state']}\n{r['train_s']:.0f} s training"),
         )
         table.add_section()
-    return titled("Runs, newest first", table)
+        blocks.append(
+            [
+                r["run"],
+                created,
+                f"{r['task']}, {r['pos_encoding']}{params}",
+                f"step {r['step']}/{r['steps']}, {seeds}, best held-out {best or '-'}",
+                f"{r['state']}, {r['train_s']:.0f} s training",
+            ]
+        )
+    return titled("Runs, newest first", Fitted(table, lines(blocks)))
 
 
 class Ending(TimeRemainingColumn):
@@ -221,9 +290,9 @@ class TrainView(Observer):
     def render(self) -> Group:
         m, ev = self.metrics, self.eval
         table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-        table.add_column("", style="bold", no_wrap=True)
-        table.add_column("training batch", justify="right", no_wrap=True)
-        table.add_column("held-out", justify="right", no_wrap=True)
+        table.add_column("", style="bold", overflow="fold")
+        table.add_column("training batch", justify="right", overflow="fold")
+        table.add_column("held-out", justify="right", overflow="fold")
         table.add_row("step", cell(m[:1], "step", str), cell(ev[:1], "step", str))
         table.add_row("loss", cell(m, "loss", "{:.4f}".format))
         table.add_row("token acc", cell(m, "token_acc", percent), cell(ev, "token_acc", percent))
@@ -419,8 +488,9 @@ def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, 
     table = Table(box=box.SIMPLE_HEAD)
     columns = ["length", "samples", "token acc", "exact match"]
     for column in columns + (["at true length"] if forced else []):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True)  # else Fitted goes narrow
     table.add_column("")
+    narrow = []
     for length, row in sorted(per_length.items()):
         table.add_row(
             str(length),
@@ -430,7 +500,15 @@ def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, 
             *([figure(row, "forced_seq_acc")] if forced else []),
             Bar(row["seq_acc"], in_range(length, train_range)),
         )
-    parts: list[Any] = [table]
+        at_length = f", at the true length {figure(row, 'forced_seq_acc')}" if forced else ""
+        narrow.append(
+            Text(
+                f"length {length}{'' if in_range(length, train_range) else ' (beyond)'}: "
+                f"exact match {figure(row, 'seq_acc')}{at_length}, token acc "
+                f"{figure(row, 'token_acc')}, {plural(row['samples'], 'sample')}"
+            )
+        )
+    parts: list[Any] = [Fitted(table, Group(*narrow))]
     if any(not in_range(n, train_range) for n in per_length):
         key = Text("  ")
         key.append("█ trained on", style="green")
@@ -911,14 +989,21 @@ def study_table(results: dict[str, Any]) -> Group:
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("cell", overflow="fold")
     for column in (*results["bins"], "≥ 50% up to"):
-        table.add_column(column, justify="right", overflow="fold")
+        table.add_column(column, justify="right", no_wrap=True)  # else Fitted goes narrow
+    blocks = []
     for name, (steps, seconds, *figures) in study_cells(results):
         trained = f"{steps} steps, {seconds} s" if seconds != "-" else f"{steps} steps"
         table.add_row(Text(f"{name}\n{trained}"), *map(Text, figures))
         table.add_section()
+        *by_bin, longest = figures
+        blocks.append(
+            [name, trained]
+            + [f"{b}: {f}" for b, f in zip(results["bins"], by_bin)]
+            + [f"≥ 50% up to {longest}"]
+        )
     return titled(
         f"Study {results['study']} ({results['folder']})",
-        Group(Text(study_heading(results), style="dim"), table),
+        Group(Text(study_heading(results), style="dim"), Fitted(table, lines(blocks))),
     )
 
 

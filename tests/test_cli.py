@@ -432,3 +432,12 @@ def test_predict_reads_stdin_with_a_byte_order_mark_and_names_bytes_that_are_not
 def test_predict_answers_inputs_typed_beside_the_dash_too(trained):
     answered = predict_stdin(trained, b"", "012")
     assert answered.returncode == 0 and b"012" in answered.stdout
+
+
+def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "50", "--out", "narrow"],
+        cwd=tmp_path, env={**env(), "COLUMNS": "40"}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout and "token" in result.stdout

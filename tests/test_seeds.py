@@ -4,11 +4,13 @@ a group folder with one complete run per seed, and every report shows the spread
 import io
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from jabrun import TINY, interrupt_after, jab
+from jabrun import TINY, env, interrupt_after, jab
 
 GROUP = [*TINY, "--seeds", "3", "--steps", "150", "--set", "train.log_every=25"]
 
@@ -160,3 +162,30 @@ def test_compare_tells_apart_runs_whose_folders_end_alike(group, tmp_path):
     shown = jab("compare", "a/seed-0", "b/seed-0", "--lengths", "2-3", "--samples", "5",
                 cwd=tmp_path).stdout  # fmt: skip
     assert "a/seed-0" in shown and "b/seed-0" in shown
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_a_groups_tables_at_narrow_widths_cut_and_split_no_figure(group, columns):
+    def shown(*args) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "jabcli", *args],
+            cwd=group, env={**env(), "COLUMNS": columns}, capture_output=True, text=True,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    out = shown("eval", "--run", "g", "--lengths", "4-6", "--force-length", "--samples", "20")
+    result = json.loads(
+        shown("eval", "--run", "g", "--lengths", "4-6", "--force-length", "--samples", "20",
+              "--json")
+    )  # fmt: skip
+    words = out.split()
+    for length, row in result["per_length"].items():
+        low, high = row["seq_acc_range"]
+        assert f"[{100 * low:.1f}%-{100 * high:.1f}%]" in " ".join(words), length
+        assert length in words or f"{length}:" in words
+    for text in (out, shown("runs", "."), shown("tasks")):
+        assert "…" not in text
+        assert not [
+            w for w in text.split() if w.startswith("[") and not w.rstrip(",").endswith("]")
+        ]
