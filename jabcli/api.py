@@ -72,14 +72,15 @@ def whole(value: Any, name: str, least: int) -> int:
     return value
 
 
-def length_range(value: Any) -> tuple[int, int]:
+def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
         return inspection.parse_lengths(value)
     if type(value) is int:
         return value, value
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(type(v) is int for v in value):
-        return value[0], value[1]
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        if all(v is None or type(v) is int for v in value):  # None: the run's own bound
+            return value[0], value[1]
     raise JabError(f"lengths takes (shortest, longest), '1-32' or one length, got {value!r}")
 
 

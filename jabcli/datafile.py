@@ -61,6 +61,7 @@ class FileTask(Task):
 
     data: DataFile | None = None
     held_out: float = 0.1  # share of distinct inputs kept for evaluation
+    trained: tuple[int, int] | None = None  # the input lengths training draws from
     answers: dict[str, str] = field(init=False)
     inputs: np.ndarray = field(init=False)  # [N, S] source ids, <pad>-filled
     outputs: np.ndarray = field(init=False)  # [N, T] target ids, <pad>-filled
@@ -110,9 +111,19 @@ class FileTask(Task):
         return -(-length * self.ratio.numerator // self.ratio.denominator)
 
     def rows(self, min_len: int, max_len: int, held_out: bool) -> np.ndarray:
-        """Indices of the pairs of one split with input lengths in [min_len, max_len]."""
+        """Indices of the pairs of one split with input lengths in [min_len, max_len]. The
+        held-out side is every pair never trained on: the held-out split, and the pairs
+        longer or shorter than the `trained` lengths."""
         in_range = (self.input_lengths >= min_len) & (self.input_lengths <= max_len)
-        return np.flatnonzero(in_range & (self.is_held_out == held_out))
+        unseen = self.is_held_out
+        if self.trained is not None:
+            low, high = self.trained
+            unseen = unseen | (self.input_lengths < low) | (self.input_lengths > high)
+        return np.flatnonzero(in_range & (unseen if held_out else ~self.is_held_out))
+
+    @property
+    def longest(self) -> int:
+        return int(self.input_lengths.max())
 
     def check_lengths(self, min_len: int, max_len: int) -> None:
         """Both splits must hold pairs with input lengths in [min_len, max_len]."""

@@ -209,7 +209,8 @@ def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None
     if path is not None:
         if data is None or data.path != path:
             data = DataFile.read(path, tokenizer)
-        return FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out)
+        trained = (t.min_len, t.max_len)
+        return FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out, trained=trained)
     cls = task_class(t.name)
     options = {name: getattr(t, name) for name in cls.options()}
     alphabet = "" if cls.fixed_alphabet else t.alphabet
@@ -262,7 +263,15 @@ def resolve(
         if value is not None:  # checked as a config key: the API may pass 1.5
             configuration.set_key(config, f"train.{key}", value, f"--{key}")
     configuration.validate(config)
-    return Experiment.create(config, None, data)
+    experiment = Experiment.create(config, None, data)
+    t = experiment.config.task
+    if data is not None and t.max_len > experiment.task.longest:  # a new run only
+        raise JabError(
+            f"{data.path}'s inputs are at most {experiment.task.longest} symbols long; "
+            f"task.max_len {t.max_len} would pad every batch for nothing (set at most "
+            f"{experiment.task.longest})"
+        )
+    return experiment
 
 
 def is_yaml(task: str) -> bool:

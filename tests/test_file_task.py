@@ -5,9 +5,11 @@ import json
 
 import jax
 import numpy as np
+import pytest
 from jabrun import jab
 
 from jabcli.datafile import DataFile, FileTask
+from jabcli.errors import JabError
 from jabcli.experiment import resolve
 from jabcli.tokenizer import Tokenizer
 
@@ -114,3 +116,22 @@ def test_a_tsv_header_and_comment_lines_are_not_trained_on(tmp_path, monkeypatch
     assert experiment.config.task.alphabet == "ab"
     (tmp_path / "caps.tsv").write_text(" Input \tOUTPUT\nab\tba\n")
     assert DataFile.read("caps.tsv", Tokenizer()).pairs == (("ab", "ba"),)
+
+
+def test_a_max_len_beyond_the_data_is_refused_saying_what_the_data_holds(tmp_path, monkeypatch):
+    words = ["".join(w) for n in range(1, 5) for w in itertools.product("ab", repeat=n)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}\n" for w in words))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(JabError, match="inputs are at most 4 symbols long; task.max_len 20"):
+        resolve("file:pairs.tsv", sets=["task.max_len=20"])
+
+
+def test_eval_beyond_the_trained_lengths_uses_every_pair_never_trained_on(tmp_path, monkeypatch):
+    words = ["".join(w) for n in range(1, 7) for w in itertools.product("ab", repeat=n)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}\n" for w in words))
+    monkeypatch.chdir(tmp_path)
+    task = resolve("file:pairs.tsv", sets=["task.max_len=4"]).task
+    longer = task.held_out_batch(jax.random.PRNGKey(0), 1000, 5, 6, each_length=True)
+    assert len(longer.src) == 2**5 + 2**6  # all of them, held out or not
+    trained = task.sample(jax.random.PRNGKey(1), 500, 1, 4)
+    assert int(np.max(np.sum(np.asarray(trained.src) > 2, axis=1))) <= 4
