@@ -189,3 +189,16 @@ def test_a_groups_tables_at_narrow_widths_cut_and_split_no_figure(group, columns
         assert not [
             w for w in text.split() if w.startswith("[") and not w.rstrip(",").endswith("]")
         ]
+
+
+def test_a_group_resume_says_which_step_it_resumes_from_and_what_it_drops(group, tmp_path):
+    shutil.copytree(group / "g", tmp_path / "g")
+    path = tmp_path / "g/seed-0/checkpoints/manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["step"] != 150]
+    path.write_text(json.dumps(manifest))
+    resumed = " ".join(jab("resume", "g", "--steps", "175", cwd=tmp_path).stdout.split())
+    assert (
+        "resuming from step 100, the newest step at which every seed has a checkpoint; "
+        "g/seed-1's checkpoints at step(s) 150 are dropped"
+    ) in resumed
