@@ -753,7 +753,8 @@ def study_show_command(
         typer.Option(
             "--save",
             metavar="FILE.svg|FILE.html|FILE.png",
-            help="Also write the plot to a file (.png needs pip install 'jab\\[plots]').",
+            help="Also write the plot to a file: .png and .svg drawn by matplotlib (pip "
+            "install 'jab\\[plots]'; without it, .svg and .html are the terminal's picture).",
         ),
     ] = None,
 ) -> None:
@@ -761,7 +762,7 @@ def study_show_command(
     from jabcli import studies
     from jabcli.display import (
         console,
-        save_curves_png,
+        save_curves_image,
         save_picture,
         say,
         show_picture,
@@ -787,9 +788,10 @@ def study_show_command(
             show_picture(study_curves(results))
     if save is not None:
         view = study_curves(results)
-        if suffix == ".png":
-            save_curves_png(view, save)
-        else:
+        plots = importlib.util.find_spec("matplotlib") is not None
+        if suffix == ".png" or (suffix == ".svg" and plots):  # drawn by matplotlib
+            save_curves_image(view, save)
+        else:  # the terminal's picture
             save_picture(view, save)
         if not (as_json or markdown):  # stdout is the table's alone
             say(f"Saved {save}")

@@ -826,6 +826,7 @@ def curves_image(view: CurvesView, fmt: str) -> bytes:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         raise MissingExtra(
             f"a {fmt.upper()} picture of curves needs matplotlib: pip install 'jab[plots]'"
@@ -833,20 +834,29 @@ def curves_image(view: CurvesView, fmt: str) -> bytes:
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
     if view.shade is not None:
         axes.axvspan(*view.shade, color="gray", alpha=0.15, label="training lengths")
-    for curve in view.curves:
-        (line,) = axes.plot(curve.steps, curve.values, label=curve.name)
+    styles = ("-", "--", ":", "-.")  # past ten curves, colours come round again
+    for n, curve in enumerate(view.curves):
+        style = styles[n // 10 % len(styles)]
+        (line,) = axes.plot(curve.steps, curve.values, style, label=curve.name, marker=".")
         if curve.low is not None:
             axes.fill_between(curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color())
     axes.set_xlabel(view.x_label)
     axes.set_ylabel(view.y_label)
+    if view.curves[0].metric.endswith("acc"):
+        axes.set_ylim(-0.02, 1.02)
+        axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     if view.heading:
         axes.set_title(view.heading)
     if view.curves[0].metric in ("loss", "grad_norm"):
         axes.set_yscale("log")
-    axes.legend()
+    if len(view.curves) > 4:  # beside the plot, not over it
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    else:
+        axes.legend()
     axes.grid(alpha=0.3)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, bbox_inches="tight")
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "jab"}):  # text as text
+        figure.savefig(buffer, format=fmt, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
 
@@ -854,6 +864,11 @@ def curves_image(view: CurvesView, fmt: str) -> bytes:
 def save_curves_png(view: CurvesView, path: Path) -> None:
     """Write `view` as a PNG drawn by matplotlib."""
     atomic_write(path, curves_image(view, "png"))
+
+
+def save_curves_image(view: CurvesView, path: Path) -> None:
+    """Write `view` as a .png or .svg drawn by matplotlib."""
+    atomic_write(path, curves_image(view, path.suffix.lower().lstrip(".")))
 
 
 def recorded(view: AttentionView | CurvesView) -> Console:
@@ -1037,7 +1052,7 @@ def study_curves(results: dict[str, Any]) -> CurvesView:
         curves.append(
             Curve(
                 c["name"],
-                "seq_acc",
+                "eval_seq_acc",
                 [int(n) for n in lengths],
                 [s["median"] for s in spreads],
                 [s["min"] for s in spreads] if several else None,

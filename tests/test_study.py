@@ -88,7 +88,7 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
     assert "| copy sinusoidal | 100 |" in markdown and "|---|" in markdown
     shown = jab("study", "show", "runs/smoke", "--save", tmp_path / "study.svg", cwd=cwd)
     assert "input length" in shown.stdout and "trained on 1-5" in shown.stdout
-    assert (tmp_path / "study.svg").read_text().startswith("<svg")
+    assert "<svg" in (tmp_path / "study.svg").read_text()  # matplotlib's, or the terminal's
 
 
 @SMOKE_GROUP
