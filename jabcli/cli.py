@@ -23,6 +23,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from jabcli import __version__
 from jabcli.errors import JabError
 from jabcli.interrupt import interrupted
+from jabcli.pipes import QuietStdout, reader_gone
 
 try:  # Typer >= 0.20 ships its own copy of Click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
@@ -823,6 +824,7 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
+    sys.stdout = QuietStdout(sys.stdout)  # print() too, before Click turns EPIPE into exit 1
     cli = typer.main.get_command(app)
     from rich.console import Console
 
@@ -836,8 +838,6 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as err:
         sys.exit(err.exit_code)
     except BrokenPipeError:  # `jab tasks | head -1`: the reader has all it wanted
-        from jabcli.display import reader_gone
-
         reader_gone()
         sys.exit(0)
 

@@ -9,11 +9,8 @@ terminal is drawn at its own width.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import io
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jabcli.errors import JabError
+from jabcli.pipes import QuietStdout
 from jabcli.runs import atomic_write
 from jabcli.runtime import Lazy
 from jabcli.session import Observer, Outcome
@@ -37,52 +35,7 @@ from jabcli.session import Observer, Outcome
 np = Lazy("numpy")  # for heatmaps and medians only: `jab tasks` need not import it
 
 
-class Stdout(io.TextIOBase):
-    """Standard output that goes quiet when its reader goes away (`| head`, `less` quit):
-    jab then stops drawing and goes on with its work (a training run trains on to its end
-    and is saved as usual), rather than dying of a broken pipe and losing the run."""
-
-    def __init__(self) -> None:
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                sys.stdout.write(text)
-            except BrokenPipeError:
-                reader_gone()
-                self.gone = True
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                sys.stdout.flush()
-            except BrokenPipeError:
-                reader_gone()
-                self.gone = True
-
-    def isatty(self) -> bool:
-        return sys.stdout.isatty()
-
-    def fileno(self) -> int:
-        return sys.stdout.fileno()
-
-    @property
-    def encoding(self) -> str:
-        return sys.stdout.encoding
-
-
-def reader_gone() -> None:
-    """Point stdout at /dev/null, so that nothing later (nor Python's exit) writes to the
-    closed pipe."""
-    with contextlib.suppress(OSError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
-console = Console(file=Stdout())
+console = Console(file=QuietStdout())
 
 SHADES = " ░▒▓█"
 BAR_WIDTH = 20  # the longest bar of an accuracy, in characters

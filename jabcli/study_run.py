@@ -4,7 +4,7 @@ stopped.
 
 The driver (`run`) checks every cell, writes study.json and creates each cell's run
 folder (as `jab train` would, untrained), then hands cells to workers. A worker is
-`python -m jabcli.study_run STUDY_DIR CELL`: it trains the cell with `session.resume`
+`python -m jabcli.worker STUDY_DIR CELL` running `work`: it trains the cell with `session.resume`
 (from step 0, or from the checkpoint an interrupted study left), measures it with what
 `jab eval --lengths` calls, and writes `evaluation.json` into the cell's folder. It
 reports progress as JSON lines on stdout and errors on stderr (kept in the study's
@@ -250,7 +250,7 @@ def launch(out: Path, folder: str, logs: Path):
     logs.mkdir(exist_ok=True)
     log = open(logs / f"{folder}.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jabcli.study_run", str(out), folder],
+        [sys.executable, "-m", "jabcli.worker", str(out), folder],
         stdout=subprocess.PIPE,
         stderr=log,
         stdin=subprocess.DEVNULL,
@@ -491,7 +491,7 @@ def replace(path: Path, data: bytes) -> None:
     shutil.rmtree(incoming, ignore_errors=True)
 
 
-# the worker
+# the worker's job (jabcli/worker.py is its process)
 
 
 class CellObserver:
@@ -504,7 +504,7 @@ class CellObserver:
         self.emit({"event": "begin", "step": start_step, "steps": experiment.config.train.steps})
 
     def note(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        self.emit({"event": "note", "message": message})
 
     def log(self, records: list[dict[str, Any]]) -> None:
         losses = sorted(r["loss"] for r in records)
@@ -579,35 +579,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     return 0
 
 
-def main() -> None:
-    """`python -m jabcli.study_run STUDY_DIR CELL`: one cell's worker."""
-    from jabcli.interrupt import on_sigint
+if __name__ == "__main__":  # the worker's former name, for a driver started before the move
+    from jabcli.worker import main
 
-    signal.signal(signal.SIGINT, on_sigint)
-    die_with_parent()
-    out, folder = Path(sys.argv[1]), sys.argv[2]
-
-    def emit(event: dict) -> None:
-        print(json.dumps(event), flush=True)
-
-    try:
-        code = work(out, folder, emit)
-    except JabError as err:
-        print(f"jab: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
-        code = 1
-    except KeyboardInterrupt:
-        print("jab: error: interrupted", file=sys.stderr, flush=True)
-        code = 128 + signal.SIGINT
-    except Exception as err:
-        if "RESOURCE_EXHAUSTED" in str(err):
-            line = str(err).splitlines()[0][:300]
-            print(f"jab: error: out of memory: {line}", file=sys.stderr, flush=True)
-            code = 1
-        else:
-            raise
-    sys.stdout.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
     main()

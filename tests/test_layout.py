@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jabcli"
-IO_LAYER = {"cli", "display", "notebook", "__main__", "interrupt"}
+IO_LAYER = {"cli", "display", "notebook", "__main__", "interrupt", "pipes", "worker"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -1,0 +1,61 @@
+"""Standard output whose reader may go away (`jab tasks | head -1`, `less` quit early):
+jab then stops writing and goes on with its work, and exits 0 as other Unix tools do. A
+training run piped that way trains on to its end and is saved as usual, rather than dying
+of a broken pipe and losing the run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+
+
+class QuietStdout(io.TextIOBase):
+    """sys.stdout as it was when made, quiet from the moment its reader is gone."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream
+        self.gone = False
+
+    @property
+    def target(self):
+        return self.stream if self.stream is not None else sys.stdout
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.target.write(text)
+            except BrokenPipeError:
+                self.reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.target.flush()
+            except BrokenPipeError:
+                self.reader_gone()
+
+    def reader_gone(self) -> None:
+        self.gone = True
+        reader_gone()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return self.target.encoding
+
+
+def reader_gone() -> None:
+    """Point stdout at /dev/null, so that nothing later (nor Python's exit) writes to the
+    closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
