@@ -320,7 +320,20 @@ def digest(value: Any) -> str:
 
 
 def record(study: Study, out: Path, failed: dict[str, str]) -> None:
-    """Write study.json: the study file, each cell's spec, and the failures so far."""
+    """Write study.json: the study file, each cell's spec, and the failures so far. A cell
+    the file no longer names keeps its entry while its folder is there: its results stay
+    part of the study, and putting it back in the file finds it as it was."""
+    current = {c.folder for c in study.cells}
+    try:
+        earlier = [
+            c
+            for c in recorded(out)["cells"]
+            if isinstance(c, dict)
+            and c.get("folder") not in current
+            and (out / str(c.get("folder"))).is_dir()
+        ]
+    except JabError:  # a new study folder
+        earlier = []
     data = {
         "format": 1,
         "name": study.name,
@@ -336,7 +349,8 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
                 "steps": c.config["train"]["steps"],
             }
             for c in study.cells
-        ],
+        ]
+        + earlier,
         "evaluate": study.evaluation.to_dict(),
         "failed": failed,
     }

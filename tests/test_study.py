@@ -263,3 +263,15 @@ evaluate: {lengths: 1-32, bins: [1-8, 9-32]}
                 "base: {task: copy}\nrows: [{name: a}]\nevaluate: {bins: [x]}\n",
             )
         )
+
+
+def test_a_cell_dropped_from_the_file_keeps_its_results_and_comes_back_as_it_was(tmp_path):
+    both = TINY_BASE + "rows: [{name: one}, {name: two}]\n"
+    study = write(tmp_path / "drop.yaml", both)
+    jab("study", "run", study, cwd=tmp_path)
+    write(study, TINY_BASE + "rows: [{name: one}]\n")
+    assert "0 cells to run" in jab("study", "run", study, cwd=tmp_path).stdout
+    shown = json.loads(jab("study", "show", "runs/drop", "--json", cwd=tmp_path).stdout)
+    assert [c["state"] for c in shown["cells"]] == ["measured", "measured"]
+    write(study, both)
+    assert "0 cells to run" in jab("study", "run", study, cwd=tmp_path).stdout
