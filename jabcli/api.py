@@ -254,8 +254,8 @@ def study(
     file: str | Path, out: str | Path | None = None, workers: int | None = None
 ) -> StudyResults:
     """`jab study run FILE [--out DIR] [--workers N]`: train and measure every cell not
-    measured yet, showing progress; returns the results. A cell that fails, or an
-    interrupted study, raises `JabError` (run it again to resume)."""
+    measured yet, showing progress; returns the results. A cell that fails raises
+    `JabError`, an interrupted study `KeyboardInterrupt` (run it again to resume)."""
     from jabcli import runtime, study_run
     from jabcli.display import StudyView
     from jabcli.studies import read, slug

@@ -994,11 +994,11 @@ def study_curves(results: dict[str, Any]) -> CurvesView:
     from jabcli.inspection import Curve
 
     curves = []
-    trained = None
+    ranges = set()
     for c in results["cells"]:
         if c["state"] != "measured":
             continue
-        trained = trained or tuple(c["train_lengths"])
+        ranges.add(tuple(c["train_lengths"]))
         lengths = sorted(c["per_length"], key=int)
         spreads = [c["per_length"][n] for n in lengths]
         several = c["seeds"] > 1
@@ -1019,7 +1019,7 @@ def study_curves(results: dict[str, Any]) -> CurvesView:
         height=20,
         x_label="input length",
         heading=f"Study {results['study']}: held-out exact match by input length",
-        shade=trained,
+        shade=ranges.pop() if len(ranges) == 1 else None,  # cells trained alike, or none
     )
 
 

@@ -250,7 +250,9 @@ def resolve(
     files = [Path(task)] if task is not None and is_yaml(task) else []
     files += [config_file] if config_file is not None else []
     from_files = task is None or is_yaml(task)  # no preset or data file names the task
-    if from_files and not any(names_task(path) for path in files):
+    named = any(configuration.parse_set(a)[0] == "task.name" for a in sets or [])
+    named = named or "task.name" in (overrides or {})
+    if from_files and not named and not any(names_task(path) for path in files):
         raise JabError(
             f"{files[0]} names no task: add task: {{name: NAME}} (one of: {', '.join(TASKS)})"
         )

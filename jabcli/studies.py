@@ -88,6 +88,7 @@ class Cell:
     values: dict[str, Any]  # config keys set, as --set: the base's, then the cell's own
     seed: int
     seeds: int
+    written: str = ""  # its task as the study file writes it (files relative to it)
     spec: str = ""  # a digest of everything that decides its results (see `check`)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
 
@@ -137,6 +138,7 @@ def read(path: Path) -> Study:
     if len(cells) > MAX_CELLS:
         raise JabError(f"{where} has {len(cells)} cells; a study takes at most {MAX_CELLS}")
     for cell in cells:
+        cell.written = str(cell.task)
         cell.task = relative_task(cell.task, path.parent, where, cell.name)
     seen: dict[str, str] = {}
     for cell in cells:
@@ -306,7 +308,9 @@ def check(study: Study) -> list[Any]:
         except JabError as err:
             raise JabError(f"cell {cell.name!r}: {err}") from None
         cell.config = experiment.config.to_dict()
-        spec = {"task": cell.task, "config": cell.config, "evaluate": study.evaluation.to_dict()}
+        # As the file writes it: the same study run from another folder is the same study.
+        config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
+        spec = {"task": cell.written, "config": config, "evaluate": study.evaluation.to_dict()}
         cell.spec = digest(spec)
         experiments.append(experiment)
     return experiments
@@ -373,23 +377,34 @@ def recorded(out: Path) -> dict[str, Any]:
     return data
 
 
-def check_folder(study: Study, out: Path) -> dict[str, str]:
-    """Refuse a folder that is not this study's: not empty and no study.json, or a cell
-    already started with other settings than the file now gives it. Returns the failures
-    recorded so far."""
+def check_folder(study: Study, out: Path) -> tuple[dict[str, str], list[str]]:
+    """Refuse a folder that is not this study's: not empty and no study.json, another
+    study's, or a measured cell that the file now gives other settings. Returns the
+    failures recorded so far, and the cells not measured yet whose settings changed
+    (to train afresh: a failed cell's fix is such a change)."""
     if out.exists() and not out.is_dir():
         raise JabError(f"{out} is a file, not a study folder")
     if not out.exists() or not any(out.iterdir()):
-        return {}
+        return {}, []
     if not (out / STUDY_FILE).is_file():
         raise JabError(f"{out} already exists and is not a study folder; choose another --out")
     before = recorded(out)
-    specs = {c.get("folder"): c.get("spec") for c in before["cells"] if isinstance(c, dict)}
+    if before.get("name") != study.name:
+        raise JabError(
+            f"{out} holds the study {before.get('name')!r}, not {study.name!r} of "
+            f"{study.source}; choose another --out"
+        )
+    entries = {c.get("folder"): c for c in before["cells"] if isinstance(c, dict)}
+    specs = {folder: entry.get("spec") for folder, entry in entries.items()}
+    changed = []
     for cell in study.cells:
         started = (out / cell.folder).exists()
         if started and specs.get(cell.folder) not in (None, cell.spec):
+            if evaluation_of(out, entries[cell.folder]) is None:
+                changed.append(cell.folder)
+                continue
             raise JabError(
-                f"cell {cell.name!r} in {out} was run with other settings than "
+                f"cell {cell.name!r} in {out} was measured with other settings than "
                 f"{study.source} now gives it; to run the changed study, name a new --out"
             )
         if started and cell.folder not in specs:
@@ -397,7 +412,8 @@ def check_folder(study: Study, out: Path) -> dict[str, str]:
                 f"{out}/{cell.folder} exists but is no cell of the study in {out}; name a new --out"
             )
     failed = before.get("failed")
-    return dict(failed) if isinstance(failed, dict) else {}
+    failed = dict(failed) if isinstance(failed, dict) else {}
+    return {k: v for k, v in failed.items() if k not in changed}, changed
 
 
 def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
@@ -506,9 +522,7 @@ def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
     """A cell not measured yet: failed (with its error), started or not started."""
     if cell["folder"] in failed:
         return f"failed: {failed[cell['folder']]}"
-    if (out / cell["folder"]).exists():
-        return "not finished"
-    return "not started"
+    return "not finished"
 
 
 def cell_runs(out: Path, cell: Cell):

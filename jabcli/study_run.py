@@ -105,26 +105,30 @@ def run(
         else LocalCells(workers or default_workers())
     )
     experiments = studies.check(study)
-    failed = studies.check_folder(study, out)
+    failed, changed = studies.check_folder(study, out)
     summary = Summary(out)
     by_folder = {cell.folder: cell for cell in study.cells}
     stop = Stop()
     todo: list[Cell] = []
     try:
         with stop, backend.open(out) as cells:
-            todo = prepare(study, out, experiments, failed, summary)
+            todo = prepare(study, out, experiments, failed, changed, summary)
             observer.begin(study, out, todo, backend.describe())
+            running: set[str] = set()
             while True:
                 while not stop.signum and todo and cells.free():
                     cell = todo.pop(0)
                     cells.start(cell)
+                    running.add(cell.folder)
                     observer.started(cell)
                 for folder, event in cells.events(timeout=0.2):
-                    observer.event(by_folder[folder], event)
-                if stop.signum and not stop.forwarded:
-                    cells.stop(stop.signum)
-                    stop.forwarded = True
+                    if folder in running:  # not a late event of a cell that has ended
+                        observer.event(by_folder[folder], event)
+                while stop.forwarded < stop.count:
+                    cells.stop(stop.signum, second=stop.forwarded > 0)
+                    stop.forwarded += 1
                 for folder, code, error in cells.ended():
+                    running.discard(folder)
                     cell = by_folder[folder]
                     evaluation = studies.evaluation_of(out, cell) if code == 0 else None
                     if evaluation is not None:
@@ -135,7 +139,7 @@ def run(
                         summary.stopped.append(cell)
                         observer.stopped(cell)
                     else:
-                        failed[folder] = error or f"its worker exited with status {code}"
+                        failed[folder] = error or died(code)
                         summary.failed[cell.name] = failed[folder]
                         observer.failed(cell, failed[folder])
                     studies.record(study, out, failed)
@@ -148,14 +152,20 @@ def run(
     return summary
 
 
-def prepare(study: Study, out: Path, experiments, failed: dict[str, str], summary) -> list[Cell]:
+def prepare(
+    study: Study, out: Path, experiments, failed: dict[str, str], changed: list[str], summary
+) -> list[Cell]:
     """Write study.json and create the run folder of every cell that has none (as `jab
-    train` would, untrained); returns the cells still to measure."""
+    train` would, untrained), or whose settings changed before it was measured; returns
+    the cells still to measure."""
     from jabcli import session
 
     out.mkdir(parents=True, exist_ok=True)
+    for folder in changed:  # an unmeasured cell the file now trains otherwise
+        shutil.rmtree(out / folder)
     studies.record(study, out, failed)
     for cell, experiment in zip(study.cells, experiments):
+        restore(out / cell.folder)
         if not (out / cell.folder).exists():
             session.create(experiment, out / cell.folder)
     todo = []
@@ -170,7 +180,8 @@ class Stop:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.forwarded = False
+        self.count = 0  # signals received
+        self.forwarded = 0  # signals passed on to the workers
 
     def __enter__(self) -> Stop:
         self.previous = {s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -181,9 +192,8 @@ class Stop:
             signal.signal(s, handler)
 
     def handle(self, signum: int, frame) -> None:
-        if self.signum is not None:
-            self.forwarded = False  # forward this one too
         self.signum = signum
+        self.count += 1
 
 
 # running cells on this machine
@@ -229,7 +239,7 @@ class LocalCells:
     def events(self, timeout: float) -> list[tuple[str, dict]]:
         return drain(self.queue, timeout)
 
-    def stop(self, signum: int) -> None:
+    def stop(self, signum: int, second: bool = False) -> None:
         for proc in self.procs.values():
             with contextlib.suppress(OSError):
                 proc.send_signal(signum)
@@ -239,7 +249,8 @@ class LocalCells:
         for folder, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 del self.procs[folder]
-                done.append((folder, proc.returncode, last_line(log_path(self.out, folder))))
+                error = last_line(log_path(self.out, folder), proc.log_start)
+                done.append((folder, proc.returncode, error or died(proc.returncode)))
         return done
 
 
@@ -255,7 +266,10 @@ def launch(out: Path, folder: str, logs: Path):
         stderr=log,
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # a terminal's Ctrl-C reaches the driver alone
+        # Several JAX processes share a GPU only if none takes most of its memory up front.
+        env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **os.environ},
     )
+    proc.log_start = log.tell()  # what this attempt writes, for its error line
     log.close()
 
     def reader(put: Callable[[tuple[str, dict]], None]) -> None:
@@ -290,10 +304,20 @@ def log_path(out: Path, folder: str) -> Path:
     return out / studies.LOGS / f"{folder}.log"
 
 
-def last_line(path: Path) -> str:
-    """The last line a worker wrote on stderr: its one-line error (or a traceback's end)."""
+def died(code: int) -> str:
+    """How a worker that said nothing ended."""
+    if code < 0:
+        return f"its worker was killed by signal {-code} ({signal.Signals(-code).name})"
+    return f"its worker exited with status {code}"
+
+
+def last_line(path: Path, start: int = 0) -> str:
+    """The last line a worker wrote on stderr since `start` (its log holds earlier
+    attempts too): its one-line error, or a traceback's end."""
     try:
-        lines = path.read_text(errors="replace").strip().splitlines()
+        with open(path, "rb") as log:
+            log.seek(start)
+            lines = log.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
     line = lines[-1] if lines else ""
@@ -344,6 +368,7 @@ class RayCells:
                 raise JabError(
                     f"could not reach the Ray cluster at {self.address}: {line}"
                 ) from None
+        self.check_resources()
         self.out = out
         self.coordinator = ray.remote(num_cpus=0)(Coordinator).remote()
         self.task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(ray_cell)
@@ -355,6 +380,18 @@ class RayCells:
                 self.coordinator.stop.remote()
                 with contextlib.suppress(Exception):
                     ray.wait(list(self.pending), num_returns=len(self.pending), timeout=60)
+
+    def check_resources(self) -> None:
+        """Refuse cells that ask for more than any node has: Ray would queue them forever."""
+        nodes = [n.get("Resources", {}) for n in self.ray.nodes() if n.get("Alive")]
+        for kind, asked in (("CPU", self.cpus), ("GPU", self.gpus)):
+            most = max((n.get(kind, 0.0) for n in nodes), default=0.0)
+            if asked > most:
+                option = f"--{kind.lower()}s-per-cell"
+                raise JabError(
+                    f"{option} {asked:g}, but no node of the Ray cluster at {self.address} has "
+                    f"more than {most:g} {kind}"
+                )
 
     def free(self) -> bool:
         return True  # Ray queues a task until the cluster has its resources
@@ -377,8 +414,12 @@ class RayCells:
                 found.append((folder, json.loads(line)))
         return found
 
-    def stop(self, signum: int) -> None:
+    def stop(self, signum: int, second: bool = False) -> None:
         self.coordinator.stop.remote(signum)
+        if second:  # tasks still waiting for room would keep the driver waiting: cancel
+            for ref in self.pending:
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(ref)
 
     def ended(self) -> list[tuple[str, int, str]]:
         ready, _ = self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
@@ -387,6 +428,9 @@ class RayCells:
             folder = self.pending.pop(ref)
             try:
                 code, log, data = self.ray.get(ref)
+            except self.ray.exceptions.TaskCancelledError:
+                done.append((folder, INTERRUPTED[0], "cancelled"))
+                continue
             except Exception as err:  # the task itself failed: a node lost, out of memory
                 line = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
                 done.append((folder, 1, f"Ray task failed: {line}"))
@@ -394,10 +438,11 @@ class RayCells:
             logs = self.out / studies.LOGS
             logs.mkdir(exist_ok=True)
             with open(logs / f"{folder}.log", "ab") as f:
+                start = f.tell()
                 f.write(log)
             if data:
                 replace(self.out / folder, data)
-            done.append((folder, code, last_line(logs / f"{folder}.log")))
+            done.append((folder, code, last_line(logs / f"{folder}.log", start) or died(code)))
         return done
 
 
@@ -405,8 +450,8 @@ def reachable(address: str) -> None:
     """Refuse at once a host:port that nothing answers on (Ray itself would retry for
     minutes)."""
     host, colon, port = address.rpartition(":")
-    if address in ("auto", "local") or not colon or not port.isdigit():
-        return
+    if address in ("auto", "local") or "://" in address or not colon or not port.isdigit():
+        return  # Ray's client (ray://) and its own look-ups say for themselves
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=10).close()
     except OSError as err:
@@ -475,7 +520,10 @@ def archive(path: Path) -> bytes:
 
 def unpack(data: bytes, into: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.10.12 and 3.11.4 on
+            tar.extractall(into, filter="data")
+        else:  # the archive is one jab wrote
+            tar.extractall(into)
 
 
 def replace(path: Path, data: bytes) -> None:
@@ -489,6 +537,18 @@ def replace(path: Path, data: bytes) -> None:
     os.replace(incoming / path.name, path)
     shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(incoming, ignore_errors=True)
+
+
+def restore(path: Path) -> None:
+    """Undo a swap `replace` did not finish (a kill between its renames): the old folder
+    comes back if the new one never arrived; left-over halves are removed."""
+    for old in sorted(path.parent.glob(f".{path.name}.old-*")):
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(old, path)
+    for incoming in path.parent.glob(f".{path.name}.incoming-*"):
+        shutil.rmtree(incoming, ignore_errors=True)
 
 
 # the worker's job (jabcli/worker.py is its process)

@@ -17,9 +17,11 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, on_sigint)  # until training takes Ctrl-C over
     from jabcli.errors import JabError
+    from jabcli.pipes import QuietStdout
     from jabcli.study_run import die_with_parent, work
 
     die_with_parent()
+    sys.stdout = QuietStdout(sys.stdout)  # a driver gone is no reason to lose the cell
     out, folder = Path(sys.argv[1]), sys.argv[2]
 
     def emit(event: dict) -> None:

@@ -2,6 +2,7 @@
 every length, resumable, shown as a table and a plot."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -113,7 +114,8 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     )
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        if list(tmp_path.glob("runs/again/*/seed-*/metrics.jsonl")):
+        metrics = tmp_path.glob("runs/again/*/seed-*/metrics.jsonl")
+        if any(path.stat().st_size for path in metrics):  # a cell is past its first steps
             proc.send_signal(signal.SIGINT)
             break
         time.sleep(0.05)
@@ -123,6 +125,8 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     assert not list(tmp_path.glob("runs/again/**/*.tmp-*"))  # nothing half-written
     assert not list(tmp_path.glob("runs/again/*/seed-*/.lock"))  # every worker stopped
     jab("study", "run", SMOKE, "--out", "runs/again", cwd=tmp_path)
+    logs = "".join(p.read_text() for p in tmp_path.glob("runs/again/logs/*.log"))
+    assert re.search(r"Resuming runs/again/\S+ from step [1-9]", logs)  # not retrained
     assert results(tmp_path / "runs/again") == results(cwd / "runs/smoke")
 
 
@@ -157,6 +161,10 @@ rows:
     states = {c["name"]: c["state"] for c in shown["cells"]}
     assert states["fine"] == "measured"
     assert states["diverges"].startswith("failed: loss became non-finite")
+    write(study, study.read_text().replace("1.0e+30", "1.0e-3"))  # the fix: retrained afresh
+    jab("study", "run", study, cwd=tmp_path)
+    shown = json.loads(jab("study", "show", "runs/mixed", "--json", cwd=tmp_path).stdout)
+    assert [c["state"] for c in shown["cells"]] == ["measured", "measured"]
 
 
 def test_editing_a_started_study_is_refused_unless_given_a_new_folder(tmp_path):
@@ -165,7 +173,7 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(tmp_path):
     write(study, TINY_BASE.replace("steps: 60", "steps: 90") + "rows: [{name: one}]\n")
     refused = jab("study", "run", study, cwd=tmp_path, check=False)
     assert refused.returncode == 2
-    assert "cell 'one' in runs/edit was run with other settings" in refused.stderr
+    assert "cell 'one' in runs/edit was measured with other settings" in refused.stderr
     assert (tmp_path / "runs/edit/one/evaluation.json").is_file()  # nothing lost
 
 
