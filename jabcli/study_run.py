@@ -637,9 +637,3 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
     emit({"event": "done"})
     return 0
-
-
-if __name__ == "__main__":  # the worker's former name, for a driver started before the move
-    from jabcli.worker import main
-
-    main()
