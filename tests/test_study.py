@@ -1,6 +1,7 @@
 """`jab study`: a grid of runs, trained in worker processes (or Ray tasks), measured at
 every length, resumable, shown as a table and a plot."""
 
+import fcntl
 import json
 import re
 import signal
@@ -19,15 +20,23 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "studies" / "smoke.yaml"
 CELLS = ["copy-sinusoidal", "copy-randomized", "reverse-sinusoidal", "reverse-randomized"]
 TIMING = ("steps_per_sec", "elapsed_s")
-SMOKE_GROUP = pytest.mark.xdist_group("smoke")  # one worker runs the smoke study once
 
 
 @pytest.fixture(scope="session")
-def smoke(tmp_path_factory):
-    """studies/smoke.yaml run by `jab study run` into runs/smoke of a fresh folder."""
-    cwd = tmp_path_factory.mktemp("study")
-    result = jab("study", "run", SMOKE, cwd=cwd)
-    return cwd, result
+def smoke(tmp_path_factory, worker_id):
+    """studies/smoke.yaml run by `jab study run` into runs/smoke of a fresh folder, once
+    for the whole session: xdist's workers share it (the first to come runs it)."""
+    if worker_id == "master":  # no xdist
+        cwd = tmp_path_factory.mktemp("study")
+        return cwd, jab("study", "run", SMOKE, cwd=cwd).stdout
+    root = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
+    cwd, shown = root / "smoke-study", root / "smoke-study.out"
+    with open(root / "smoke-study.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not shown.exists():
+            cwd.mkdir()
+            shown.write_text(jab("study", "run", SMOKE, cwd=cwd).stdout)
+    return cwd, shown.read_text()
 
 
 def results(folder: Path) -> dict:
@@ -65,10 +74,9 @@ evaluate: {lengths: 1-5, samples: 5}
 """
 
 
-@SMOKE_GROUP
 def test_study_trains_every_cell_into_a_run_folder_and_tables_each_length_bin(smoke):
-    cwd, result = smoke
-    assert "Study smoke" in result.stdout and "1-5" in result.stdout
+    cwd, shown = smoke
+    assert "Study smoke" in shown and "1-5" in shown
     shown = json.loads(jab("study", "show", "runs/smoke", "--json", cwd=cwd).stdout)
     assert [c["name"] for c in shown["cells"]] == [c.replace("-", " ") for c in CELLS]
     assert shown["bins"] == ["1-5", "6-8"]
@@ -82,7 +90,6 @@ def test_study_trains_every_cell_into_a_run_folder_and_tables_each_length_bin(sm
     assert all(r["seeds"] == 2 and r["state"] in ("finished", "target reached") for r in listed)
 
 
-@SMOKE_GROUP
 def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
     cwd, _ = smoke
     markdown = jab("study", "show", "runs/smoke", "--markdown", cwd=cwd).stdout
@@ -92,7 +99,6 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
     assert "<svg" in (tmp_path / "study.svg").read_text()  # matplotlib's, or the terminal's
 
 
-@SMOKE_GROUP
 def test_rerunning_a_finished_study_trains_nothing(smoke):
     cwd, _ = smoke
     before = results(cwd / "runs/smoke")
@@ -101,7 +107,6 @@ def test_rerunning_a_finished_study_trains_nothing(smoke):
     assert results(cwd / "runs/smoke") == before
 
 
-@SMOKE_GROUP
 def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     cwd, _ = smoke
     proc = subprocess.Popen(
@@ -130,7 +135,6 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     assert results(tmp_path / "runs/again") == results(cwd / "runs/smoke")
 
 
-@SMOKE_GROUP
 def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path):
     ray = pytest.importorskip("ray")
     cwd, _ = smoke
