@@ -57,6 +57,18 @@ def jab(*args, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
 
 def interrupt_after(args, cwd: Path, run: Path, min_lines: int, signum=signal.SIGINT):
     """Start `jab`, send `signum` once metrics.jsonl has `min_lines` lines; return the result."""
+    metrics = cwd / run / "metrics.jsonl"
+    return interrupt_when(
+        args,
+        cwd,
+        lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= min_lines,
+        signum,
+    )
+
+
+def interrupt_when(args, cwd: Path, ready, signum=signal.SIGINT):
+    """Start `jab`, send `signum` once `ready()` is true; return its exit code, stdout and
+    stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli", *map(str, args)],
         cwd=cwd,
@@ -65,10 +77,9 @@ def interrupt_after(args, cwd: Path, run: Path, min_lines: int, signum=signal.SI
         stderr=subprocess.PIPE,
         text=True,
     )
-    metrics = cwd / run / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= min_lines:
+        if ready():
             proc.send_signal(signum)
             break
         time.sleep(0.05)

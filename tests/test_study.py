@@ -4,14 +4,12 @@ every length, resumable, shown as a table and a plot."""
 import fcntl
 import json
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from jabrun import env, jab
+from jabrun import env, interrupt_when, jab
 
 from jabcli.errors import JabError
 from jabcli.studies import read
@@ -109,23 +107,15 @@ def test_rerunning_a_finished_study_trains_nothing(smoke):
 
 def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     cwd, _ = smoke
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jabcli", "study", "run", str(SMOKE), "--out", "runs/again"],
-        cwd=tmp_path,
-        env=env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
+
+    def started() -> bool:  # a cell is past its first steps
         metrics = tmp_path.glob("runs/again/*/seed-*/metrics.jsonl")
-        if any(path.stat().st_size for path in metrics):  # a cell is past its first steps
-            proc.send_signal(signal.SIGINT)
-            break
-        time.sleep(0.05)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err
+        return any(path.stat().st_size for path in metrics)
+
+    code, out, err = interrupt_when(
+        ["study", "run", SMOKE, "--out", "runs/again"], tmp_path, started
+    )
+    assert code == 130, err
     assert "Resume with:" in out and "--out runs/again" in out
     assert not list(tmp_path.glob("runs/again/**/*.tmp-*"))  # nothing half-written
     assert not list(tmp_path.glob("runs/again/*/seed-*/.lock"))  # every worker stopped
