@@ -125,6 +125,7 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     assert results(tmp_path / "runs/again") == results(cwd / "runs/smoke")
 
 
+@pytest.mark.filterwarnings("ignore:os.fork")  # Ray forks its processes and execs at once
 def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path):
     ray = pytest.importorskip("ray")
     cwd, _ = smoke
