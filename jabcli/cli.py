@@ -848,7 +848,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except ClickException as err:
         ctx = getattr(err, "ctx", None)
-        where = f"jab {ctx.info_name}" if ctx is not None and ctx.parent is not None else "jab"
+        where = ctx.command_path if ctx is not None and ctx.parent is not None else "jab"
         message = err.format_message()
         if isinstance(err, NoSuchOption) and ctx is not None:  # Click's guesses are too wild
             message = err.message + close_option(err.option_name, ctx)

@@ -117,6 +117,8 @@ class Study:
 
 def read(path: Path) -> Study:
     """A study file, parsed and checked for its shape (not yet for its configs: `check`)."""
+    if not path.is_file():
+        raise JabError(f"study file {str(path)!r} does not exist")
     data = configuration.read_yaml(path)
     where = str(path)
     unknown(data, SECTIONS, where, "section")

@@ -278,3 +278,10 @@ def test_a_cell_dropped_from_the_file_keeps_its_results_and_comes_back_as_it_was
     assert [c["state"] for c in shown["cells"]] == ["measured", "measured"]
     write(study, both)
     assert "0 cells to run" in jab("study", "run", study, cwd=tmp_path).stdout
+
+
+def test_study_mistakes_on_the_command_line_point_to_the_right_help(tmp_path):
+    missing = jab("study", "run", "nothere.yaml", cwd=tmp_path, check=False)
+    assert missing.stderr.strip() == "jab: error: study file 'nothere.yaml' does not exist"
+    bare = jab("study", "run", cwd=tmp_path, check=False)
+    assert bare.returncode == 2 and "(see 'jab study run --help')" in bare.stderr
