@@ -45,7 +45,7 @@ from typing import Any
 
 from jabcli import config as configuration
 from jabcli.errors import JabError, suggest
-from jabcli.runs import atomic_write, open_runs
+from jabcli.runs import atomic_write
 
 STUDY_FILE = "study.json"  # in the study folder: its cells, as last run
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
@@ -92,13 +92,6 @@ class Cell:
     spec: str = ""  # a digest of everything that decides its results (see `check`)
     config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
 
-    def sets(self) -> list[str]:
-        """Its values as `jab train --set` arguments, to show how to train it by hand."""
-        return [
-            f"{key}={json.dumps(value) if isinstance(value, bool) else value}"
-            for key, value in self.values.items()
-        ]
-
 
 @dataclass
 class Study:
@@ -107,12 +100,6 @@ class Study:
     cells: list[Cell]
     evaluation: Evaluation
     text: str  # the study file as read
-
-    def cell(self, folder: str) -> Cell:
-        for cell in self.cells:
-            if cell.folder == folder:
-                return cell
-        raise JabError(f"study {self.name} has no cell {folder!r}")
 
 
 def read(path: Path) -> Study:
@@ -521,12 +508,7 @@ def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, A
 
 
 def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
-    """A cell not measured yet: failed (with its error), started or not started."""
+    """A cell not measured yet: failed (with its error), or not finished."""
     if cell["folder"] in failed:
         return f"failed: {failed[cell['folder']]}"
     return "not finished"
-
-
-def cell_runs(out: Path, cell: Cell):
-    """A cell's run folder and its runs (one per seed)."""
-    return open_runs(out / cell.folder)
