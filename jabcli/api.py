@@ -28,7 +28,7 @@ import numpy as np
 
 from jabcli import inspection, runs
 from jabcli.config import SAMPLES, SAMPLES_PER_LENGTH
-from jabcli.errors import JabError
+from jabcli.errors import JabError, whole
 
 __all__ = [
     "Attention",
@@ -63,13 +63,6 @@ def paths_of(runs_given: Any, what: str) -> list[Path]:
         else:
             raise JabError(f"{what} takes run folders or Runs, got {item!r}")
     return found
-
-
-def whole(value: Any, name: str, least: int) -> int:
-    """A count checked as the command line checks its option."""
-    if type(value) is not int or value < least:
-        raise JabError(f"{name} must be a whole number of at least {least}, got {value!r}")
-    return value
 
 
 def length_range(value: Any) -> tuple[int | None, int | None]:

@@ -123,26 +123,19 @@ SEED_MAX = 2**32 - 1
 STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
 
-RunOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--run",
-        metavar="DIR",
-        callback=run_folders,
-        autocompletion=complete_run,
-        help="Run folder (default: the newest under runs/).",
-    ),
-]
-GroupRunOption = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--run",
-        metavar="DIR",
-        callback=run_folders,
-        autocompletion=complete_run,
-        help="Run folder or group of seeds (default: the newest under runs/).",
-    ),
-]
+
+def run_option(help: str):
+    """--run DIR: a run folder, completed by the shell."""
+    return Annotated[
+        Optional[Path],
+        typer.Option(
+            "--run", metavar="DIR", callback=run_folders, autocompletion=complete_run, help=help
+        ),
+    ]
+
+
+RunOption = run_option("Run folder (default: the newest under runs/).")
+GroupRunOption = run_option("Run folder or group of seeds (default: the newest under runs/).")
 CheckpointOption = Annotated[
     str,
     typer.Option(
@@ -630,8 +623,6 @@ def curves(
 
     check_save(save, (".svg", ".html", ".png"))
     suffix = save.suffix.lower() if save is not None else None
-    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
-        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
     view = CurvesView(api.curves(runs, metric))
     show_picture(view)
     if suffix == ".png":
@@ -699,8 +690,6 @@ def study_run_command(
     from jabcli import studies, study_run
     from jabcli.display import StudyView, commands, console, say, study_table
 
-    if workers is not None and workers < 1:
-        raise JabError(f"--workers must be at least 1, got {workers}")
     if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
         raise JabError("--cpus-per-cell and --gpus-per-cell go with --ray")
     if ray is not None and workers is not None:
@@ -776,8 +765,6 @@ def study_show_command(
         raise JabError("give either --json or --markdown, not both")
     check_save(save, (".svg", ".html", ".png"))
     suffix = save.suffix.lower() if save is not None else None
-    if suffix == ".png" and importlib.util.find_spec("matplotlib") is None:
-        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
     results = studies.table(folder)
     if as_json:
         print(json.dumps(results))
@@ -819,6 +806,8 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
         raise JabError(f"--save writes {kinds} files, got {str(save)!r}")
     if not save.parent.is_dir():
         raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
+    if save.suffix.lower() == ".png" and importlib.util.find_spec("matplotlib") is None:
+        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -840,7 +829,6 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # `jab tasks | head -1`: the reader has all it wanted
         reader_gone()
         sys.exit(0)
-
     except (typer.Abort, KeyboardInterrupt):
         interrupted()
     except NoArgsIsHelpError as err:

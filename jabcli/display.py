@@ -1040,11 +1040,9 @@ class StudyView:
         self.live: Live | None = None
 
     def begin(self, study, out, todo, workers: str) -> None:
-        from jabcli.studies import bin_name
-
         self.total = len(study.cells)
         self.done = self.total - len(todo)
-        self.bins = [bin_name(*b) for b in study.evaluation.bins]
+        self.bins = study.evaluation.bins
         console.print(
             Text.assemble(
                 "Study ",
@@ -1110,11 +1108,13 @@ class StudyView:
         self.update()
 
     def finished(self, cell, evaluation: dict[str, Any]) -> None:
-        from jabcli.studies import measured
+        from jabcli.studies import bin_name, measured
 
         self.done += 1
-        figures = measured(evaluation, [tuple(map(int, b.split("-"))) for b in self.bins])
-        parts = ", ".join(f"{b} {study_figure(figures['bins'].get(b))}" for b in self.bins)
+        figures = measured(evaluation, self.bins)["bins"]
+        parts = ", ".join(
+            f"{bin_name(*b)} {study_figure(figures.get(bin_name(*b)))}" for b in self.bins
+        )
         self.ended(cell, Text.assemble(("done ", "green"), (cell.name, "bold"), f": {parts}"))
 
     def failed(self, cell, error: str) -> None:

@@ -14,3 +14,11 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     """' (did you mean 'x'?)' for a close match, else ''."""
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def whole(value: object, what: str, least: int, most: int | None = None) -> int:
+    """`value` if it is a whole number from `least` (to `most`), else the error that says
+    so, naming `what`: a study file's counts and the API's arguments are checked alike."""
+    if type(value) is not int or value < least or (most is not None and value > most):
+        raise JabError(f"{what} must be a whole number of at least {least}, got {value!r}")
+    return value

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from jabcli import config as configuration
-from jabcli.errors import JabError, suggest
+from jabcli.errors import JabError, suggest, whole
 from jabcli.runs import atomic_write
 
 STUDY_FILE = "study.json"  # in the study folder: its cells, as last run
@@ -254,9 +254,7 @@ def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
 
 
 def count(value, what: str, least: int) -> int:
-    if type(value) is not int or value < least or value > 2**31:
-        raise JabError(f"{what} must be a whole number of at least {least}, got {value!r}")
-    return value
+    return whole(value, what, least, 2**31)
 
 
 def length_range(text, what: str) -> tuple[int, int]:
