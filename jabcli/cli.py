@@ -247,7 +247,7 @@ def runs_command(
 ) -> None:
     """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
     from jabcli.display import console, runs_table, say
-    from jabcli.runs import listing
+    from jabcli.listing import listing
 
     if root.exists() and not root.is_dir():
         raise JabError(f"{root} is a file, not a folder of runs")

@@ -4,14 +4,13 @@ compute. Every function returns values; the CLI decides how to show them."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jabcli import runs, runtime
+from jabcli import checkpoints, runs
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
@@ -57,28 +56,10 @@ def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list
 def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) -> Loaded:
     """The checkpoint `checkpoint` of `run`, with its own experiment or the given one."""
     experiment = experiment or Experiment.create(*run.load_config())
-    entry = run.checkpoint_entry(checkpoint)
-    arrays = run.load_checkpoint(entry)
-    params = params_from_arrays(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
+    entry = checkpoints.entry(run, checkpoint)
+    arrays = checkpoints.load(run, entry)
+    params = checkpoints.params_of(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
     return Loaded(run, experiment, params, entry["step"])
-
-
-def params_from_arrays(experiment: Experiment, arrays: dict[str, np.ndarray], source: str) -> dict:
-    """A checkpoint's parameters (not its optimizer state), as Haiku's nested dict of
-    numpy arrays, checked against the names and shapes the model's init gives; a
-    checkpoint that does not fit is an error naming `source`."""
-
-    def layout() -> dict[str, tuple[tuple[int, ...], str]]:
-        from jabcli.training import parameter_layout
-
-        return parameter_layout(experiment)
-
-    params: dict[str, dict[str, np.ndarray]] = {}
-    for name, (shape, dtype) in runtime.remembered(experiment, "parameters", layout).items():
-        value = runs.checkpoint_array(arrays, name, shape, source)
-        module, leaf = re.findall(r"\['(.*?)'\]", name)  # params['module']['leaf']
-        params.setdefault(module, {})[leaf] = value.astype(dtype)
-    return params
 
 
 def parse_lengths(text: str) -> tuple[int, int]:

@@ -1,13 +1,11 @@
-"""Run folders: config, metrics, checkpoints, written so that no run is ever lost.
+"""Run folders: config, metrics, the lock and groups of seeds, written so that no run is
+ever lost (the checkpoints/ folder is `checkpoints.py`'s; `jab runs` is `listing.py`).
 
     runs/<task>-<timestamp>/
         config.yaml          the resolved config, with the vocabulary and format version
         metrics.jsonl        one JSON object per log step
         metrics.rejected.jsonl  unreadable metrics lines, set aside by a resume
-        checkpoints/
-            step-00001200.npz  params, optimizer state, step, rng (no pickle)
-            manifest.json      each checkpoint's step, sha256, held-out accuracy and the
-                               fingerprint of the config it was trained with
+        checkpoints/         training states and their manifest (checkpoints.py)
         .lock                held (flock) by the process writing the run; holds its pid
 
 A group of seeds (`jab train --seeds N`) is a folder of complete runs, one per seed:
@@ -15,11 +13,10 @@ A group of seeds (`jab train --seeds N`) is a folder of complete runs, one per s
 train.seed its own and train.seeds 1, so that every command takes a seed on its own,
 and a group.json listing the seeds, written once every seed's folder is complete.
 
-Every file is written to a temporary name and renamed into place, and a checkpoint
-is listed in the manifest only once it is complete, so a kill at any moment leaves
-the previous checkpoint valid. A checkpoint is loaded only with the config it was
-trained with: a hand-edited config.yaml (its task, model, training settings or
-vocabulary; only train.steps may change) or manifest step is refused.
+Every file is written to a temporary name and renamed into place, so a kill at any
+moment leaves the previous one whole. A run's `fingerprint` (of its config as stored)
+is what its checkpoints must be loaded with: a hand-edited config.yaml (its task, model,
+training settings or vocabulary; only train.steps may change) is refused.
 """
 
 from __future__ import annotations
@@ -29,22 +26,17 @@ import copy
 import errno
 import fcntl
 import hashlib
-import io
 import json
 import os
 import time
-import zipfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from jabcli.config import FILE_PREFIX, Config, data_path, from_dict
 from jabcli.errors import JabError
-from jabcli.runtime import Lazy
 from jabcli.tokenizer import Tokenizer
-
-np = Lazy("numpy")  # for checkpoints only: `jab tasks` need not import it
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
@@ -57,16 +49,6 @@ GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete g
 def data_copy(source: str) -> str:
     """The name a run folder gives its copy of the data file `source`."""
     return DATA_FILE + Path(source).suffix.lower()
-
-
-def checkpoint_array(
-    arrays: dict[str, np.ndarray], name: str, shape: tuple[int, ...], source: str
-) -> np.ndarray:
-    """The array `name` of a checkpoint's `arrays`, which must hold it with this shape;
-    else an error naming `source`, the checkpoint."""
-    if name not in arrays or arrays[name].shape != tuple(shape):
-        raise JabError(f"{source} does not fit its config ({name})")
-    return arrays[name]
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -185,52 +167,6 @@ def open_runs(path: Path | None) -> tuple[Path, list[Run]]:
     return (path, group) if group is not None else (path, [Run.open(path)])
 
 
-def newest_common_checkpoint(
-    runs: list[Run], warn: Callable[[str], None]
-) -> tuple[int, list[dict[str, np.ndarray]] | None]:
-    """The newest step at which every run (every seed of a group) has a checkpoint that
-    passes its checksum, and their arrays; warns about each step skipped. (0, None) when
-    no run has a checkpoint yet: a kill came before the first one."""
-    entries = [run.manifest()["checkpoints"] for run in runs]
-    for run, listed in zip(runs, entries):
-        for entry in listed:
-            run.check_config(entry)  # an edited config is no reason to fall back
-    if not any(entries):
-        return 0, None
-    common = set.intersection(*({e["step"] for e in listed} for listed in entries))
-    where = runs[0].path if len(runs) == 1 else runs[0].path.parent
-    if not common:
-        steps = "; ".join(
-            f"{run.path.name}: {', '.join(str(e['step']) for e in listed) or 'none'}"
-            for run, listed in zip(runs, entries)
-        )
-        raise JabError(
-            f"the seeds of {where} share no checkpoint step ({steps}); resume each seed on "
-            f"its own (jab resume {runs[0].path}) or train the group again"
-        )
-    for step in sorted(common, reverse=True):
-        try:
-            arrays = [
-                run.load_checkpoint(next(e for e in listed if e["step"] == step))
-                for run, listed in zip(runs, entries)
-            ]
-        except Mismatch:
-            raise
-        except JabError as err:
-            warn(f"{err}; falling back to an earlier checkpoint")
-            continue
-        for run, listed in zip(runs, entries):
-            newer = [str(e["step"]) for e in listed if e["step"] > step]
-            if newer and len(runs) > 1:
-                steps = ", ".join(newer)
-                warn(
-                    f"resuming from step {step}, the newest step at which every seed has a "
-                    f"checkpoint; {run.path}'s checkpoints at step(s) {steps} are dropped"
-                )
-        return step, arrays
-    raise JabError(f"{where} has no valid checkpoint left")
-
-
 class Run:
     """One run folder."""
 
@@ -334,52 +270,6 @@ class Run:
             cfg.task.name = FILE_PREFIX + str(self.path / source)
         return cfg, tokenizer
 
-    def summary(self) -> dict[str, Any]:
-        """What `jab runs` shows of this run, read from its files alone (no JAX)."""
-        cfg, _ = self.load_config()
-        records = self.read_metrics()
-        entries = self.manifest()["checkpoints"]
-        scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
-        step = entries[-1]["step"] if entries else 0
-        reached = bool(scores) and scores[-1] >= cfg.train.target_seq_acc
-        if self.is_running():
-            state = "running"
-        elif not entries:
-            state = "no checkpoint"
-        elif reached:
-            state = "target reached"
-        elif step >= cfg.train.steps:
-            state = "finished"
-        else:
-            state = "interrupted"
-        return {
-            "run": str(self.path),
-            "task": cfg.task.name,
-            "pos_encoding": cfg.model.positions,
-            "parameters": self.parameters(entries[-1]) if entries else None,
-            "flops_per_step": entries[-1].get("flops_per_step") if entries else None,
-            "seeds": 1,
-            "step": step,
-            "steps": cfg.train.steps,
-            "best_eval_seq_acc": max(scores) if scores else None,
-            "train_s": training_seconds(records),
-            "state": state,
-            "created": self.created,
-        }
-
-    def parameters(self, entry: dict[str, Any]) -> int | None:
-        """The model's parameter count, from the headers of a checkpoint's arrays."""
-        try:
-            with np.load(self.checkpoints / entry["file"], allow_pickle=False) as npz:
-                return sum(
-                    int(np.prod(shape))
-                    for name in npz.files
-                    if name.startswith("params")
-                    for shape in [npy_shape(npz.zip.open(name + ".npy"))]
-                )
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            return None  # the listing shows no count rather than fail
-
     def check_not_running(self) -> None:
         """Refuse a run another process is training into right now."""
         if self.is_running():
@@ -437,131 +327,6 @@ class Run:
         )
         return len(rejected)
 
-    # checkpoints
-
-    def manifest(self) -> dict[str, Any]:
-        path = self.checkpoints / "manifest.json"
-        if not path.exists():
-            saved = sorted(p.name for p in self.checkpoints.glob("step-*.npz"))
-            if saved:  # lost, not new: never train over (and overwrite) these
-                raise JabError(
-                    f"{path} is missing, but {self.checkpoints} holds {', '.join(saved)}; "
-                    "restore the manifest, or move the checkpoints away to train anew"
-                )
-            return {"format": FORMAT, "checkpoints": []}
-        try:
-            manifest = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise JabError(f"{path} is corrupted (not valid JSON)") from None
-        except OSError as err:
-            raise JabError(f"could not read {path}: {describe(err)}") from None
-        entries = manifest.get("checkpoints") if isinstance(manifest, dict) else None
-        if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and {"file", "step", "sha256"} <= e.keys() for e in entries
-        ):
-            raise JabError(f"{path} is corrupted (unexpected contents)")
-        return manifest
-
-    def save_checkpoint(
-        self,
-        arrays: dict[str, np.ndarray],
-        step: int,
-        eval_seq_acc: float | None,
-        keep: int,
-        flops_per_step: float | None = None,
-    ) -> None:
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        data = buffer.getvalue()
-        name = f"step-{step:08d}.npz"
-        manifest = self.manifest()  # read first: a manifest is missing only if it was lost
-        atomic_write(self.checkpoints / name, data)
-        entries = [e for e in manifest["checkpoints"] if e["step"] != step]
-        entries.append(
-            {
-                "file": name,
-                "step": step,
-                "sha256": sha256(data),
-                "eval_seq_acc": eval_seq_acc,
-                "config": self.fingerprint,
-                "flops_per_step": flops_per_step,
-            }
-        )
-        entries.sort(key=lambda e: e["step"])
-        best = best_file(entries)
-        kept = [e for e in entries if e in entries[-keep:] or e["file"] == best]
-        self._write_manifest(manifest, kept)
-        for e in entries:
-            if e not in kept:
-                with contextlib.suppress(OSError):
-                    (self.checkpoints / e["file"]).unlink()
-
-    def checkpoint_entry(self, which: str = "latest") -> dict[str, Any]:
-        entries = self.manifest()["checkpoints"]
-        if not entries:
-            raise JabError(f"{self.path} has no checkpoint yet")
-        if which == "latest":
-            return entries[-1]
-        if which == "best":
-            best = self.manifest().get("best")
-            return next((e for e in entries if e["file"] == best), entries[-1])
-        if which.isdigit():
-            for e in entries:
-                if e["step"] == int(which):
-                    return e
-            steps = ", ".join(str(e["step"]) for e in entries)
-            raise JabError(f"{self.path} has no checkpoint at step {which}; it has: {steps}")
-        raise JabError(f"--checkpoint takes best, latest or a step number, got {which!r}")
-
-    def _write_manifest(self, manifest: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-        manifest.update(checkpoints=entries, best=best_file(entries))
-        atomic_write(self.checkpoints / "manifest.json", json.dumps(manifest, indent=1).encode())
-
-    def forget_after(self, step: int) -> None:
-        """Drop checkpoints newer than `step` (a resume that fell back past broken ones)."""
-        manifest = self.manifest()
-        newer = [e for e in manifest["checkpoints"] if e["step"] > step]
-        if not newer:
-            return
-        self._write_manifest(manifest, [e for e in manifest["checkpoints"] if e["step"] <= step])
-        for e in newer:
-            with contextlib.suppress(OSError):
-                (self.checkpoints / e["file"]).unlink()
-
-    def check_config(self, entry: dict[str, Any]) -> None:
-        """Refuse a checkpoint whose run config was edited by hand since it was saved."""
-        if self.fingerprint is None:
-            self.load_config()
-        if entry.get("config", self.fingerprint) != self.fingerprint:
-            raise Mismatch(
-                f"{self.path}/config.yaml was edited after checkpoint {entry['file']} was "
-                "saved (only train.steps may change, with jab resume --steps); restore it "
-                "or train a new run"
-            )
-
-    def load_checkpoint(self, entry: dict[str, Any]) -> dict[str, np.ndarray]:
-        """A checkpoint's arrays, checked against its checksum, step and run config."""
-        self.check_config(entry)
-        path = self.checkpoints / entry["file"]
-        try:
-            data = path.read_bytes()
-        except OSError:
-            raise JabError(f"checkpoint {path} is missing") from None
-        if sha256(data) != entry["sha256"]:
-            raise JabError(f"checkpoint {path} is corrupted (checksum mismatch)")
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-            # Junk with a matching checksum: unreadable all the same (a resume falls back).
-            raise JabError(f"checkpoint {path} is corrupted (not a checkpoint file)") from None
-        if "step" in arrays and int(arrays["step"]) != entry["step"]:
-            raise Mismatch(
-                f"{self.checkpoints}/manifest.json says {entry['file']} is at step "
-                f"{entry['step']}, but it holds step {int(arrays['step'])}"
-            )
-        return arrays
-
     # lock
 
     @contextlib.contextmanager
@@ -593,88 +358,6 @@ class Run:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
-
-
-def npy_shape(file) -> tuple[int, ...]:
-    """The shape in a .npy file's header, without reading its data."""
-    major, _ = np.lib.format.read_magic(file)
-    read = (
-        np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    )
-    return read(file)[0]
-
-
-def training_seconds(records: list[dict[str, Any]]) -> float:
-    """Time spent training, over every session of a run: `elapsed_s` counts from the start
-    of its session, so each session adds its last value."""
-    total, last = 0.0, 0.0
-    for record in records:
-        elapsed = float(record.get("elapsed_s", 0.0))
-        if elapsed < last:  # a new session (a resume) began
-            total += last
-        last = elapsed
-    return total + last
-
-
-def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
-    """One summary per run, and per group of seeds (its seeds folded into one row, see
-    `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
-    whose files cannot be read."""
-    rows = []
-    for path in sorted(root.iterdir()) if root.is_dir() else []:
-        path = root / path.name  # as the user typed the root
-        if not path.is_dir():
-            continue
-        try:
-            seeds = seed_runs(path)
-            found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
-            summaries = [run.summary() for run in found]
-        except JabError as err:  # shown, not hidden: the user should know it is there
-            rows.append(damaged(path, str(err)))
-            continue
-        if summaries:
-            rows.append(fold(str(path), summaries) if seeds else summaries[0])
-    return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
-
-
-def damaged(path: Path, reason: str) -> dict[str, Any]:
-    """A `jab runs` row for a folder jab made but cannot read, with why."""
-    try:
-        created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
-    except OSError:
-        created = None
-    return {
-        "run": str(path),
-        "task": None,
-        "pos_encoding": None,
-        "parameters": None,
-        "flops_per_step": None,
-        "seeds": None,
-        "step": None,
-        "steps": None,
-        "best_eval_seq_acc": None,
-        "train_s": None,
-        "state": f"damaged: {reason}",
-        "created": created,
-    }
-
-
-STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
-
-
-def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
-    """A group's row: the fewest steps any seed has done, each seed's best held-out exact
-    match as a list, and the state of the seed furthest from done."""
-    best = [s["best_eval_seq_acc"] for s in seeds]
-    return {
-        **seeds[0],
-        "run": path,
-        "seeds": len(seeds),
-        "step": min(s["step"] for s in seeds),
-        "best_eval_seq_acc": best,
-        "train_s": max(s["train_s"] for s in seeds),
-        "state": min((s["state"] for s in seeds), key=STATES.index),
-    }
 
 
 def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
@@ -709,9 +392,3 @@ def metrics_record(line: bytes) -> dict[str, Any] | None:
         return None
     is_step = isinstance(record, dict) and type(record.get("step")) is int
     return record if is_step else None
-
-
-def best_file(entries: list[dict[str, Any]]) -> str | None:
-    """The checkpoint with the highest held-out exact match (the newest among equals)."""
-    scored = [e for e in entries if e.get("eval_seq_acc") is not None]
-    return max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jabcli import runs
+from jabcli import checkpoints, runs
 from jabcli.config import Config, for_seed
 from jabcli.errors import JabError
 from jabcli.runs import Run
@@ -137,15 +137,15 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
 
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
-    from jabcli.training import check, state_from_arrays
+    from jabcli.training import check
 
-    step, arrays = runs.newest_common_checkpoint(seeds, warn=observer.note)
+    step, arrays = checkpoints.newest_common(seeds, warn=observer.note)
     if arrays is None:
         states = None
         observer.note(f"{path} has no checkpoint yet; training it from the start")
     else:
         states = [
-            state_from_arrays(experiment, one, f"checkpoint at step {step} in {run.path}")
+            checkpoints.state_of(experiment, one, f"checkpoint at step {step} in {run.path}")
             for run, one in zip(seeds, arrays)
         ]
         if step >= cfg.train.steps:
@@ -225,7 +225,7 @@ def _train(
                 locks.enter_context(run.lock())
             if resumed is not None:
                 for run in seeds:
-                    run.forget_after(resumed[0])
+                    checkpoints.forget_after(run, resumed[0])
                     rejected = run.truncate_metrics(resumed[0])
                     if rejected:
                         observer.note(
@@ -237,7 +237,7 @@ def _train(
             return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
-            saved = [run.manifest()["checkpoints"] for run in seeds]
+            saved = [checkpoints.entries(run) for run in seeds]
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
         removed = resumed is None and saved is not None and not any(saved)
@@ -268,7 +268,7 @@ def _loop(
     observer: Observer,
     stop: StopRequest,
 ) -> Outcome:
-    from jabcli.training import Trainer, state_to_arrays
+    from jabcli.training import Trainer
 
     tr = experiment.config.train
     trainer = Trainer(experiment, states)
@@ -279,9 +279,8 @@ def _loop(
         step = trainer.step
         for n, (run, state) in enumerate(zip(seeds, trainer.states())):
             accuracy = results[n]["seq_acc"] if results else None
-            run.save_checkpoint(
-                state_to_arrays(state), step, accuracy, tr.keep_checkpoints, trainer.flops
-            )
+            arrays = checkpoints.arrays_of(state)
+            checkpoints.save(run, arrays, step, accuracy, tr.keep_checkpoints, trainer.flops)
         saved_step = step
 
     def on_eval(results: list[dict[str, Any]]) -> None:

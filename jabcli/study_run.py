@@ -583,7 +583,7 @@ class CellObserver:
 def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     """Train the cell `folder` of the study folder `out` to its steps (resuming what is
     there), measure it, and write its evaluation.json; returns the exit status."""
-    from jabcli import inspection, runs, runtime, session
+    from jabcli import inspection, listing, runs, runtime, session
 
     runtime.configure()
     record = studies.recorded(out)
@@ -592,7 +592,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         raise JabError(f"{out}/{studies.STUDY_FILE} has no cell {folder!r}")
     path = out / folder
     _, seeds = runs.open_runs(path)
-    if not all(run.summary()["state"] in ("finished", "target reached") for run in seeds):
+    if not all(listing.summary(run)["state"] in ("finished", "target reached") for run in seeds):
         outcome = session.resume(path, None, CellObserver(emit))
         if outcome.interrupted_by is not None:
             return 128 + outcome.interrupted_by
@@ -621,7 +621,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         "pos_encoding": result["pos_encoding"],
         "train_lengths": result["train_lengths"],
         "longest": high,
-        "train_s": max(runs.training_seconds(run.read_metrics()) for run in seeds),
+        "train_s": max(listing.training_seconds(run.read_metrics()) for run in seeds),
         "eval_s": time.perf_counter() - tic,
         "seeds": [
             {

@@ -27,7 +27,6 @@ from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
 from jabcli.packing import Rows
-from jabcli.runs import checkpoint_array
 from jabcli.tokenizer import PAD_ID
 
 # Independent random streams folded from a run's root key: one per use, never shared.
@@ -103,15 +102,6 @@ def state_shapes(experiment: Experiment) -> TrainingState:
         "state shapes",
         lambda: jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0)),
     )
-
-
-def parameter_layout(experiment: Experiment) -> dict[str, tuple[tuple[int, ...], str]]:
-    """The name (as checkpoints store it), shape and dtype of every parameter."""
-    leaves = jax.tree_util.tree_flatten_with_path(state_shapes(experiment).params)[0]
-    return {
-        "params" + jax.tree_util.keystr(path): (leaf.shape, str(leaf.dtype))
-        for path, leaf in leaves
-    }
 
 
 def init(experiment: Experiment, seed: int) -> TrainingState:
@@ -397,34 +387,3 @@ class Trainer:
             "start_step": start_step,
             "last_eval": last_eval,
         }
-
-
-def state_to_arrays(state: TrainingState) -> dict[str, np.ndarray]:
-    """The training state as named numpy arrays, for a pickle-free .npz checkpoint."""
-    arrays = {"step": np.asarray(state.step), "rng": np.asarray(state.rng)}
-    for prefix, tree in (("params", state.params), ("opt_state", state.opt_state)):
-        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-            arrays[prefix + jax.tree_util.keystr(path)] = np.asarray(leaf)
-    return arrays
-
-
-def state_from_arrays(
-    experiment: Experiment, arrays: dict[str, np.ndarray], source: str
-) -> TrainingState:
-    """Rebuild a TrainingState, taking names, shapes and dtypes from the model's init;
-    a checkpoint that does not fit is an error naming `source`."""
-    template = state_shapes(experiment)
-    trees = []
-    for prefix, tree in (("params", template.params), ("opt_state", template.opt_state)):
-        leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
-        values = []
-        for path, leaf in leaves:
-            name = prefix + jax.tree_util.keystr(path)
-            value = checkpoint_array(arrays, name, leaf.shape, source)
-            values.append(jnp.asarray(value, dtype=leaf.dtype))
-        trees.append(jax.tree_util.tree_unflatten(treedef, values))
-    if "rng" not in arrays or "step" not in arrays:
-        raise JabError(f"{source} does not fit its config (no rng or step)")
-    return TrainingState(
-        trees[0], trees[1], jnp.asarray(arrays["rng"]), jnp.asarray(arrays["step"], jnp.int32)
-    )

@@ -359,15 +359,15 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     """The parameters' names and shapes, which loading a checkpoint checks against, are
     kept beside the compilation cache: a second `jab predict` reads them, a run of
     another config gets its own, and a damaged entry is found again, never trusted."""
-    from jabcli import inspection, runtime, training
+    from jabcli import checkpoints, inspection, runtime, training
     from jabcli.runs import Run
 
     monkeypatch.setattr(runtime, "caching", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # not the cache other tests share
     traced = []
-    layout = training.parameter_layout
+    shapes = training.state_shapes
     monkeypatch.setattr(
-        training, "parameter_layout", lambda e: traced.append(e.config.model.d_model) or layout(e)
+        training, "state_shapes", lambda e: traced.append(e.config.model.d_model) or shapes(e)
     )
     first = inspection.load(trained / "runs/tiny")
     again = inspection.load(trained / "runs/tiny")
@@ -384,7 +384,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
             model=dataclasses.replace(experiment.config.model, d_model=32),
         )
     )
-    assert runtime.remembered(wider, "parameters", lambda: "computed") == "computed"
+    assert runtime.remembered(wider, "parameter layout", lambda: "computed") == "computed"
 
     facts = runtime.cache_dir().parent / "facts"
     for entry in facts.glob("*.pkl"):
@@ -393,10 +393,10 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     assert traced == [16, 16]
 
     run = Run.open(trained / "runs/tiny")
-    arrays = run.load_checkpoint(run.checkpoint_entry("latest"))
+    arrays = checkpoints.load(run, checkpoints.entry(run, "latest"))
     arrays.pop(next(name for name in arrays if name.startswith("params")))
     with pytest.raises(JabError, match=r"checkpoint x does not fit its config \(params\["):
-        inspection.params_from_arrays(experiment, arrays, "checkpoint x")
+        checkpoints.params_of(experiment, arrays, "checkpoint x")
 
 
 def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:

@@ -1,0 +1,119 @@
+"""`jab runs`: one row per run, and per group of seeds, read from the run folders' files
+alone (no JAX, no numpy data: a parameter count comes from array headers), with the state
+each is in; a folder jab made but cannot read is a row of its own saying why."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from jabcli import checkpoints
+from jabcli.errors import JabError
+from jabcli.runs import RUNS_DIR, Run, seed_runs
+
+STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """What `jab runs` shows of one run."""
+    cfg, _ = run.load_config()
+    records = run.read_metrics()
+    listed = checkpoints.entries(run)
+    scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
+    step = listed[-1]["step"] if listed else 0
+    reached = bool(scores) and scores[-1] >= cfg.train.target_seq_acc
+    if run.is_running():
+        state = "running"
+    elif not listed:
+        state = "no checkpoint"
+    elif reached:
+        state = "target reached"
+    elif step >= cfg.train.steps:
+        state = "finished"
+    else:
+        state = "interrupted"
+    return {
+        "run": str(run.path),
+        "task": cfg.task.name,
+        "pos_encoding": cfg.model.positions,
+        "parameters": checkpoints.parameter_count(run, listed[-1]) if listed else None,
+        "flops_per_step": listed[-1].get("flops_per_step") if listed else None,
+        "seeds": 1,
+        "step": step,
+        "steps": cfg.train.steps,
+        "best_eval_seq_acc": max(scores) if scores else None,
+        "train_s": training_seconds(records),
+        "state": state,
+        "created": run.created,
+    }
+
+
+def training_seconds(records: list[dict[str, Any]]) -> float:
+    """Time spent training, over every session of a run: `elapsed_s` counts from the start
+    of its session, so each session adds its last value."""
+    total, last = 0.0, 0.0
+    for record in records:
+        elapsed = float(record.get("elapsed_s", 0.0))
+        if elapsed < last:  # a new session (a resume) began
+            total += last
+        last = elapsed
+    return total + last
+
+
+def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
+    """One summary per run, and per group of seeds (its seeds folded into one row, see
+    `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
+    whose files cannot be read."""
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        path = root / path.name  # as the user typed the root
+        if not path.is_dir():
+            continue
+        try:
+            seeds = seed_runs(path)
+            found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
+            summaries = [summary(run) for run in found]
+        except JabError as err:  # shown, not hidden: the user should know it is there
+            rows.append(damaged(path, str(err)))
+            continue
+        if summaries:
+            rows.append(fold(str(path), summaries) if seeds else summaries[0])
+    return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
+
+
+def damaged(path: Path, reason: str) -> dict[str, Any]:
+    """A `jab runs` row for a folder jab made but cannot read, with why."""
+    try:
+        created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        created = None
+    return {
+        "run": str(path),
+        "task": None,
+        "pos_encoding": None,
+        "parameters": None,
+        "flops_per_step": None,
+        "seeds": None,
+        "step": None,
+        "steps": None,
+        "best_eval_seq_acc": None,
+        "train_s": None,
+        "state": f"damaged: {reason}",
+        "created": created,
+    }
+
+
+def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's row: the fewest steps any seed has done, each seed's best held-out exact
+    match as a list, and the state of the seed furthest from done."""
+    best = [s["best_eval_seq_acc"] for s in seeds]
+    return {
+        **seeds[0],
+        "run": path,
+        "seeds": len(seeds),
+        "step": min(s["step"] for s in seeds),
+        "best_eval_seq_acc": best,
+        "train_s": max(s["train_s"] for s in seeds),
+        "state": min((s["state"] for s in seeds), key=STATES.index),
+    }
