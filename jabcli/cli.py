@@ -91,11 +91,11 @@ def root(
 
 
 def complete_task(incomplete: str) -> list[str]:
-    """Shell completion of --task: the built-in tasks (read from their presets, without
-    importing JAX), and file: for a data file."""
-    from jabcli.config import preset_names
+    """Shell completion of --task: the built-in tasks, as `jab tasks` lists them (the
+    registry imports no JAX), and file: for a data file."""
+    from jabcli.tasks import TASKS
 
-    return [name for name in [*preset_names(), "file:"] if name.startswith(incomplete)]
+    return [name for name in [*TASKS, "file:"] if name.startswith(incomplete)]
 
 
 def complete_run(incomplete: str) -> list[str]:

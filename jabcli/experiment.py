@@ -239,10 +239,11 @@ def resolve(
         elif is_yaml(task):
             data = apply_file(config, Path(task))
         else:
-            found = configuration.preset(task)
-            if found is None:
-                task_class(task)  # raises with the list of valid tasks
-            configuration.apply(config, found, f"preset {task}")
+            task_class(task)  # the registry decides; raises with the list of valid tasks
+            found = configuration.preset(task) or {}  # a preset is optional
+            configuration.apply(
+                config, {**found, "task": {"name": task, **found.get("task", {})}}, f"preset {task}"
+            )
     if config_file is not None:
         data = apply_file(config, config_file) or data
     if task is None and config_file is None:

@@ -1,3 +1,5 @@
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -168,3 +170,29 @@ def test_eval_and_compare_by_default_stop_at_the_longest_input_hints_can_number(
         1,
         HINTS,
     )
+
+
+def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_listed(
+    monkeypatch, capsys, tmp_path
+):
+    from jabcli import cli, session, tasks
+
+    class Echo(tasks.Copy):
+        name = "echo"
+        description = "Say it again: 31 -> 31"
+
+    monkeypatch.setitem(tasks.TASKS, "echo", Echo)
+    tiny = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=4"]
+    experiment = resolve(
+        "echo", sets=tiny + ["train.batch_size=8", "train.eval_samples=8"], steps=2
+    )
+    assert isinstance(experiment.task, Echo) and experiment.config.task.name == "echo"
+    outcome = session.start(experiment, tmp_path / "run")
+    assert outcome.step == 2 and (tmp_path / "run/checkpoints/manifest.json").exists()
+    assert cli.complete_task("ec") == ["echo"]
+    assert set(cli.complete_task("")) == {*tasks.TASKS, "file:"}
+    with pytest.raises(SystemExit) as done:
+        cli.main(["tasks", "--json"])
+    assert done.value.code == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [row["name"] for row in listed] == list(tasks.TASKS)
