@@ -320,10 +320,15 @@ class Curves(list):
     """`jab curves`'s curves (inspection.Curve: name, metric, steps, values, and for a
     group the band low-high); in Jupyter, one picture."""
 
-    def _repr_svg_(self) -> str:
+    def _repr_svg_(self) -> str | None:
         from jabcli.notebook import curves_svg
 
         return curves_svg(self)
+
+    def _repr_html_(self) -> str | None:  # only when there is no picture: how to get one
+        from jabcli.notebook import missing_plots
+
+        return missing_plots()
 
 
 @dataclass

@@ -398,8 +398,9 @@ def finish(training) -> None:
     if len(records) >= 2:  # how held-out exact match rose, in a few lines
         from jabcli.display import CurvesView
         from jabcli.inspection import curve
+        from jabcli.plots import Plot
 
-        console.print(CurvesView([curve(outcome.path, "eval_seq_acc")], height=8))
+        console.print(CurvesView(Plot([curve(outcome.path, "eval_seq_acc")]), height=8))
     if not outcome.reached_target:
         commands(
             "Target not reached; to train longer:",
@@ -612,24 +613,22 @@ def curves(
         Optional[Path],
         typer.Option(
             "--save",
-            metavar="FILE.svg|FILE.html|FILE.png",
-            help="Also write the picture to a file (.png needs pip install 'jab\\[plots]').",
+            metavar="FILE.svg|FILE.png|FILE.html",
+            help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
+            "'jab\\[plots]'), .html as the terminal draws it.",
         ),
     ] = None,
 ) -> None:
     """Draw how a metric moved during training, for one or several runs."""
     from jabcli import api
-    from jabcli.display import CurvesView, save_curves_png, save_picture, say, show_picture
+    from jabcli.display import CurvesView, say, show_picture
+    from jabcli.plots import Plot
 
-    check_save(save, (".svg", ".html", ".png"))
-    suffix = save.suffix.lower() if save is not None else None
-    view = CurvesView(api.curves(runs, metric))
+    check_save(save, PLOT_FILES)
+    view = CurvesView(Plot(api.curves(runs, metric)))
     show_picture(view)
-    if suffix == ".png":
-        save_curves_png(view, save)
-    elif save is not None:
-        save_picture(view, save)
     if save is not None:
+        save_plot(view, save)
         say(f"Saved {save}")
 
 
@@ -742,29 +741,20 @@ def study_show_command(
         Optional[Path],
         typer.Option(
             "--save",
-            metavar="FILE.svg|FILE.html|FILE.png",
-            help="Also write the plot to a file: .png and .svg drawn by matplotlib (pip "
-            "install 'jab\\[plots]'; without it, .svg and .html are the terminal's picture).",
+            metavar="FILE.svg|FILE.png|FILE.html",
+            help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
+            "'jab\\[plots]'), .html as the terminal draws it.",
         ),
     ] = None,
 ) -> None:
     """Show a study's table (cells x lengths) and its plot of exact match by length."""
     from jabcli import studies
-    from jabcli.display import (
-        console,
-        save_curves_image,
-        save_picture,
-        say,
-        show_picture,
-        study_curves,
-        study_markdown,
-        study_table,
-    )
+    from jabcli.display import console, say, show_picture, study_curves, study_table
+    from jabcli.formatting import study_markdown
 
     if as_json and markdown:
         raise JabError("give either --json or --markdown, not both")
-    check_save(save, (".svg", ".html", ".png"))
-    suffix = save.suffix.lower() if save is not None else None
+    check_save(save, PLOT_FILES)
     results = studies.table(folder)
     if as_json:
         print(json.dumps(results))
@@ -775,12 +765,7 @@ def study_show_command(
         if any(c["state"] == "measured" for c in results["cells"]):
             show_picture(study_curves(results))
     if save is not None:
-        view = study_curves(results)
-        plots = importlib.util.find_spec("matplotlib") is not None
-        if suffix == ".png" or (suffix == ".svg" and plots):  # drawn by matplotlib
-            save_curves_image(view, save)
-        else:  # the terminal's picture
-            save_picture(view, save)
+        save_plot(study_curves(results), save)
         if not (as_json or markdown):  # stdout is the table's alone
             say(f"Saved {save}")
 
@@ -797,6 +782,20 @@ def stdin_lines() -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+PLOT_FILES = (".svg", ".png", ".html")
+
+
+def save_plot(view, save: Path) -> None:
+    """Write a plot: .svg and .png drawn by matplotlib, .html as the terminal draws it."""
+    from jabcli import plots
+    from jabcli.display import save_picture
+
+    if save.suffix.lower() == ".html":
+        save_picture(view, save)
+    else:
+        plots.save(view.plot, save)
+
+
 def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
     """Refuse a --save file of another type, or in a folder that does not exist."""
     if save is None:
@@ -806,8 +805,12 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
         raise JabError(f"--save writes {kinds} files, got {str(save)!r}")
     if not save.parent.is_dir():
         raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
-    if save.suffix.lower() == ".png" and importlib.util.find_spec("matplotlib") is None:
-        raise JabError(f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .svg)")
+    plotted = suffixes == PLOT_FILES and save.suffix.lower() != ".html"
+    if plotted and importlib.util.find_spec("matplotlib") is None:
+        raise JabError(
+            f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .html, the "
+            "terminal's drawing)"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

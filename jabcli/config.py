@@ -101,6 +101,12 @@ def data_path(task_name: str) -> str | None:
     return task_name[len(FILE_PREFIX) :] if task_name.startswith(FILE_PREFIX) else None
 
 
+def at_target(seq_acc: float | None, target: float) -> bool:
+    """The one rule for "target reached": a held-out exact match at or above
+    train.target_seq_acc (training stops once every seed's is)."""
+    return seq_acc is not None and seq_acc >= target
+
+
 def preset_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in _presets().iterdir() if p.name.endswith(".yaml"))
 

@@ -26,8 +26,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from jabcli.errors import JabError
+from jabcli.config import at_target
+from jabcli.formatting import (
+    figure,
+    percent,
+    plural,
+    run_labels,
+    spread,
+    study_cells,
+    study_figure,
+    study_heading,
+    training_header,
+)
 from jabcli.pipes import QuietStdout
+from jabcli.plots import Plot, study_plot
 from jabcli.runs import atomic_write
 from jabcli.runtime import Lazy
 from jabcli.session import Observer, Outcome
@@ -41,17 +53,9 @@ SHADES = " ░▒▓█"
 BAR_WIDTH = 20  # the longest bar of an accuracy, in characters
 
 
-def percent(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def say(line: str) -> None:
     """Print `line` as is: paths and inputs are not Rich markup."""
     console.print(line, markup=False, highlight=False)
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def titled(title: str, body: RenderableType) -> Group:
@@ -215,17 +219,7 @@ class TrainView(Observer):
     def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
         cfg = experiment.config
         self.target = cfg.train.target_seq_acc
-        seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
-        each = " each" if cfg.train.seeds > 1 else ""
-        cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
-        console.print(
-            Text.assemble(
-                f"Training {seeds}",
-                (cfg.task.name, "bold"),
-                f" (lengths {cfg.task.min_len}-{cfg.task.max_len}) into {path} on {jax_devices()}"
-                f"; {parameters:,} parameters{cost}{each}",
-            )
-        )
+        say(training_header(experiment, path, parameters, flops))
         self.bar = self.progress.add_task(
             cfg.task.name, total=cfg.train.steps, completed=start_step, speed="", ended=""
         )
@@ -253,7 +247,7 @@ class TrainView(Observer):
         table.add_row("learning rate", cell(m[:1], "lr", "{:.2e}".format))
         parts: list[Any] = [self.progress, table]
         if len(ev) > 1:
-            reached = sum(e["seq_acc"] >= self.target for e in ev)
+            reached = sum(at_target(e["seq_acc"], self.target) for e in ev)
             parts.append(
                 Text(
                     f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
@@ -266,7 +260,7 @@ class TrainView(Observer):
         self.metrics = records
         first = records[0]
         # The condition the Trainer stops on: this is the last record of the run.
-        reached = all(r.get("eval_seq_acc", -1.0) >= self.target for r in records)
+        reached = all(at_target(r.get("eval_seq_acc"), self.target) for r in records)
         self.progress.update(
             self.bar,
             completed=first["step"],
@@ -290,24 +284,11 @@ class TrainView(Observer):
         )
 
 
-def spread(values: list[float], show=percent) -> str:
-    """One value as itself; several as their median [min-max]."""
-    if len(values) == 1:
-        return show(values[0])
-    return f"{show(float(np.median(values)))} [{show(min(values))}-{show(max(values))}]"
-
-
 def cell(records: list[dict[str, Any]], key: str, show) -> Text | str:
     """A figure of the latest records (one per seed), or '-' before there is one."""
     if not records or key not in records[0]:
         return "-"
     return Text(spread([r[key] for r in records], show))
-
-
-def jax_devices() -> str:
-    import jax
-
-    return f"{jax.device_count()} {jax.default_backend()} device(s)"
 
 
 def examples_table(
@@ -358,14 +339,6 @@ def commands(intro: str, lines: list[str]) -> None:
     say(intro)
     for line in lines:
         console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-
-
-def figure(row: dict[str, Any], name: str) -> str:
-    """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
-    if f"{name}_range" not in row:
-        return percent(row[name])
-    low, high = row[f"{name}_range"]
-    return f"{percent(row[name])} [{percent(low)}-{percent(high)}]"
 
 
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
@@ -573,17 +546,6 @@ def comparison(results: list[dict[str, Any]]) -> Group:
     return Group(*parts)
 
 
-def run_labels(paths: list[str]) -> list[str]:
-    """The shortest trailing part of each run's path that tells them apart:
-    runs/a/seed-0 and runs/b/seed-0 are a/seed-0 and b/seed-0."""
-    parts = [Path(p).parts for p in paths]
-    for n in range(1, max(map(len, parts)) + 1):
-        labels = ["/".join(p[-n:]) for p in parts]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [str(p) for p in paths]
-
-
 def predictions(rows: list[dict[str, Any]]) -> Table:
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("input", "prediction", "reference"):
@@ -696,36 +658,24 @@ def show_picture(view: AttentionView | CurvesView) -> None:
 
 CURVE_COLORS = ("blue", "red", "green", "magenta", "cyan", "orange")
 CURVE_MARKERS = ("●", "+", "x", "o", "*", "#", "@", "%", "&", "$")  # when there is no colour
-CURVE_NAMES = {
-    "loss": "training loss",
-    "token_acc": "training token accuracy",
-    "seq_acc": "training exact match",
-    "eval_token_acc": "held-out token accuracy",
-    "eval_seq_acc": "held-out exact match",
-    "lr": "learning rate",
-    "grad_norm": "gradient norm",
-}
 
 
 @dataclass
 class CurvesView:
-    """Curves of one metric over training steps, one per run, drawn with plotext; a
-    group of seeds as its median, with its min and max dotted in the same colour."""
+    """A plot (plots.Plot) drawn in the terminal with plotext: one curve per run, a group
+    of seeds as its median, with its min and max dotted in the same colour."""
 
-    curves: list[Any]  # inspection.Curve
+    plot: Plot
     height: int = 16
     command = "curves"
-    x_label: str = "step"
-    heading: str = ""  # the title (default: the metric's name, by step)
-    shade: tuple[int, int] | None = None  # a range of x to mark: a study's training lengths
+
+    @property
+    def curves(self) -> list[Any]:
+        return self.plot.curves
 
     @property
     def title(self) -> str:
-        return self.heading or CURVE_NAMES[self.curves[0].metric] + " by step"
-
-    @property
-    def y_label(self) -> str:
-        return CURVE_NAMES.get(self.curves[0].metric, self.curves[0].metric)
+        return self.plot.heading
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
@@ -760,68 +710,13 @@ class CurvesView:
             plt.yscale("log")
         if percent:
             plt.ylim(0, 100)
-        if self.shade is not None:
-            for x in self.shade:
+        shade = self.plot.shade
+        if shade is not None:
+            for x in shade:
                 plt.vline(x, "gray")
-        trained = f"   (trained on {self.shade[0]}-{self.shade[1]})" if self.shade else ""
-        plt.xlabel(self.x_label + ("   (y: %)" if percent else "") + trained)
+        trained = f"   (trained on {shade[0]}-{shade[1]})" if shade else ""
+        plt.xlabel(self.plot.x_label + ("   (y: %)" if percent else "") + trained)
         return plt.build()
-
-
-class MissingExtra(JabError):
-    """An optional extra (pip install 'jab[plots]') is needed and not installed."""
-
-
-def curves_image(view: CurvesView, fmt: str) -> bytes:
-    """`view` drawn by matplotlib (the optional extra jab[plots]) as a .png or .svg."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
-    except ImportError:
-        raise MissingExtra(
-            f"a {fmt.upper()} picture of curves needs matplotlib: pip install 'jab[plots]'"
-        ) from None
-    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
-    if view.shade is not None:
-        axes.axvspan(*view.shade, color="gray", alpha=0.15, label="training lengths")
-    styles = ("-", "--", ":", "-.")  # past ten curves, colours come round again
-    for n, curve in enumerate(view.curves):
-        style = styles[n // 10 % len(styles)]
-        (line,) = axes.plot(curve.steps, curve.values, style, label=curve.name, marker=".")
-        if curve.low is not None:
-            axes.fill_between(curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color())
-    axes.set_xlabel(view.x_label)
-    axes.set_ylabel(view.y_label)
-    if view.curves[0].metric.endswith("acc"):
-        axes.set_ylim(-0.02, 1.02)
-        axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-    if view.heading:
-        axes.set_title(view.heading)
-    if view.curves[0].metric in ("loss", "grad_norm"):
-        axes.set_yscale("log")
-    if len(view.curves) > 4:  # beside the plot, not over it
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    else:
-        axes.legend()
-    axes.grid(alpha=0.3)
-    buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "jab"}):  # text as text
-        figure.savefig(buffer, format=fmt, bbox_inches="tight")
-    plt.close(figure)
-    return buffer.getvalue()
-
-
-def save_curves_png(view: CurvesView, path: Path) -> None:
-    """Write `view` as a PNG drawn by matplotlib."""
-    atomic_write(path, curves_image(view, "png"))
-
-
-def save_curves_image(view: CurvesView, path: Path) -> None:
-    """Write `view` as a .png or .svg drawn by matplotlib."""
-    atomic_write(path, curves_image(view, path.suffix.lower().lstrip(".")))
 
 
 def recorded(view: AttentionView | CurvesView) -> Console:
@@ -903,54 +798,6 @@ line-height: 1.2"><code style="font-family: inherit">{code}</code></pre>
 # studies
 
 
-def study_figure(value: dict[str, float] | None, show=percent) -> str:
-    """A study's figure: median [min-max] over seeds, or '-' where it was not measured."""
-    if value is None:
-        return "-"
-    if value["min"] == value["max"]:
-        return show(value["median"])
-    return f"{show(value['median'])} [{show(value['min'])}-{show(value['max'])}]"
-
-
-def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """Each cell's name and the figures of its row: steps, training seconds, each bin's
-    exact match (with the forced one after a slash), longest length at >= 50%."""
-    rows = []
-    for c in results["cells"]:
-        if c["state"] != "measured":
-            rows.append(
-                (c["name"], [str(c["steps"]), "-", *["-"] * len(results["bins"]), c["state"]])
-            )
-            continue
-        figures = []
-        for b in results["bins"]:
-            text = study_figure(c["bins"].get(b))
-            if "forced_bins" in c and b in c["forced_bins"]:
-                text += " / " + percent(c["forced_bins"][b]["median"])
-            figures.append(text)
-        longest = study_figure(c["longest_at_half"], lambda x: f"{x:g}")
-        rows.append((c["name"], [str(c["step"]), f"{c['train_s']:.0f}", *figures, longest]))
-    return rows
-
-
-def study_heading(results: dict[str, Any]) -> str:
-    counts = sorted({c["seeds"] for c in results["cells"]})
-    seeds = f"{'/'.join(map(str, counts))} seed" + ("" if counts == [1] else "s")
-    forced = (
-        "; after the slash: the median with the answer's true length imposed"
-        if results["force_length"]
-        else ""
-    )
-    samples = results["samples_per_length"]
-    return (
-        f"Exact match by input length, median [min-max] over {seeds}; {samples} held-out "
-        f"inputs per length{forced}"
-    )
-
-
-STUDY_COLUMNS = ("steps", "training s")
-
-
 def study_table(results: dict[str, Any]) -> Group:
     """`jab study show`: one row per cell (its steps and training seconds under its name,
     so that the figures get the width), one column per bin of lengths."""
@@ -975,52 +822,9 @@ def study_table(results: dict[str, Any]) -> Group:
     )
 
 
-def study_markdown(results: dict[str, Any]) -> str:
-    """The same table as Markdown, for a README."""
-    columns = ["cell", *STUDY_COLUMNS, *results["bins"], "longest length at ≥ 50%"]
-    lines = [
-        study_heading(results),
-        "",
-        "| " + " | ".join(columns) + " |",
-        "|---|" + "---:|" * (len(columns) - 1),
-    ]
-    lines += [f"| {name} | " + " | ".join(figures) + " |" for name, figures in study_cells(results)]
-    return "\n".join(lines)
-
-
 def study_curves(results: dict[str, Any]) -> CurvesView:
-    """Exact match against input length, a line per measured cell with its seeds' band,
-    the training lengths marked."""
-    from jabcli.inspection import Curve
-
-    curves = []
-    ranges = set()
-    for c in results["cells"]:
-        if c["state"] != "measured":
-            continue
-        ranges.add(tuple(c["train_lengths"]))
-        lengths = sorted(c["per_length"], key=int)
-        spreads = [c["per_length"][n] for n in lengths]
-        several = c["seeds"] > 1
-        curves.append(
-            Curve(
-                c["name"],
-                "eval_seq_acc",
-                [int(n) for n in lengths],
-                [s["median"] for s in spreads],
-                [s["min"] for s in spreads] if several else None,
-                [s["max"] for s in spreads] if several else None,
-            )
-        )
-    if not curves:
-        raise JabError(f"no cell of {results['folder']} is measured yet: nothing to draw")
-    return CurvesView(
-        curves,
-        height=20,
-        x_label="input length",
-        heading=f"Study {results['study']}: held-out exact match by input length",
-        shade=ranges.pop() if len(ranges) == 1 else None,  # cells trained alike, or none
-    )
+    """A study's exact match against input length, in the terminal."""
+    return CurvesView(study_plot(results), height=20)
 
 
 class StudyView:

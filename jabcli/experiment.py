@@ -278,8 +278,9 @@ def resolve(
 
 
 def is_yaml(task: str) -> bool:
-    """Whether --task names a task YAML file rather than a built-in task."""
-    return task.endswith((".yaml", ".yml")) or "/" in task
+    """Whether --task names a task YAML file rather than a built-in task or a data file
+    (file:data/pairs.tsv holds a / too)."""
+    return data_path(task) is None and (task.endswith((".yaml", ".yml")) or "/" in task)
 
 
 def names_task(path: Path) -> bool:

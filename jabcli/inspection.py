@@ -39,16 +39,11 @@ def load(path: Path | None, checkpoint: str = "latest") -> Loaded:
 def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list[Loaded]]:
     """A run, or every seed of a group, with the checkpoint `checkpoint` of each."""
     path, seeds = runs.open_runs(path)
+    if len(seeds) > 1:
+        runs.group_config(path, seeds)  # seeds that differ are no group
     first = load_run(seeds[0], checkpoint)
     loaded = [first]
-    for run in seeds[1:]:
-        run.load_config()
-        if run.shared != seeds[0].shared:
-            raise JabError(
-                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml in more "
-                "than train.seed and train.steps; evaluate each seed on its own"
-            )
-        # One experiment for every seed: decoding is traced and compiled once.
+    for run in seeds[1:]:  # one experiment for every seed: decoding is compiled once
         loaded.append(load_run(run, checkpoint, first.experiment))
     return path, loaded
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jabcli import checkpoints
+from jabcli.config import at_target
 from jabcli.errors import JabError
 from jabcli.runs import RUNS_DIR, Run, seed_runs
 
@@ -22,7 +23,7 @@ def summary(run: Run) -> dict[str, Any]:
     listed = checkpoints.entries(run)
     scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
     step = listed[-1]["step"] if listed else 0
-    reached = bool(scores) and scores[-1] >= cfg.train.target_seq_acc
+    reached = bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
     if run.is_running():
         state = "running"
     elif not listed:

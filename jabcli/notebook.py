@@ -1,6 +1,7 @@
 """What jab shows in Jupyter: the HTML of results, predictions, comparisons and
-attention, the pictures of curves, and training's progress. The terminal's twin is
-display.py; the values come from the API (api.py), which calls these to render itself.
+attention, the pictures of curves (plots.py), and training's progress. The terminal's
+twin is display.py, and both say things in the words of formatting.py; the values come
+from the API (api.py), which calls these to render itself. No Rich here.
 """
 
 from __future__ import annotations
@@ -8,14 +9,15 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from jabcli.display import (
-    CurvesView,
-    MissingExtra,
-    curves_image,
+from jabcli import plots
+from jabcli.config import at_target
+from jabcli.formatting import (
     figure,
     percent,
-    picture_svg,
     spread,
+    study_cells,
+    study_heading,
+    training_header,
 )
 from jabcli.session import Observer
 
@@ -132,21 +134,22 @@ def attention_html(attention: Any) -> str:
     )
 
 
-def curves_svg(curves: list[Any] | CurvesView) -> str:
-    """Curves (inspection.Curve, or a view of them) as an SVG picture: drawn by matplotlib
-    when the extra jab[plots] is installed, else the terminal drawing of `jab curves
-    --save FILE.svg`."""
-    view = curves if isinstance(curves, CurvesView) else CurvesView(curves)
-    try:
-        return curves_image(view, "svg").decode()
-    except MissingExtra:
-        return picture_svg(view)
+def curves_svg(plot: list[Any] | plots.Plot) -> str | None:
+    """Curves (inspection.Curve, or a plot of them) as an SVG picture drawn by matplotlib;
+    None without the extra jab[plots] (`missing_plots` then says how to get it)."""
+    plot = plot if isinstance(plot, plots.Plot) else plots.Plot(plot)
+    return plots.picture(plot, "svg").decode() if plots.available() else None
+
+
+def missing_plots() -> str | None:
+    """One line saying how to get pictures, when matplotlib is missing; else None."""
+    if plots.available():
+        return None
+    return f"<p><i>Pictures need matplotlib: {html.escape(plots.INSTALL)}</i></p>"
 
 
 def study_html(results: dict[str, Any]) -> str:
     """`jab study show`: the table of cells by length bins, then the plot."""
-    from jabcli.display import study_cells, study_curves, study_heading
-
     head = "".join(
         f"<th>{html.escape(c)}</th>"
         for c in ("cell", "steps", "training s", *results["bins"], "longest at ≥ 50%")
@@ -158,7 +161,7 @@ def study_html(results: dict[str, Any]) -> str:
         for name, figures in study_cells(results)
     )
     measured = any(c["state"] == "measured" for c in results["cells"])
-    plot = curves_svg(study_curves(results)) if measured else ""
+    plot = (curves_svg(plots.study_plot(results)) or missing_plots()) if measured else ""
     return (
         f"<p><b>Study {html.escape(results['study'])}</b> ({html.escape(results['folder'])}): "
         f"{html.escape(study_heading(results))}</p><table><tr>{head}</tr>{rows}</table>{plot}"
@@ -184,13 +187,7 @@ class NotebookView(Observer):
         from IPython.display import HTML, display
 
         cfg = experiment.config
-        seeds = f"{cfg.train.seeds} seeds of " if cfg.train.seeds > 1 else ""
-        cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
-        self.header = (
-            f"Training {seeds}<b>{html.escape(cfg.task.name)}</b> (lengths "
-            f"{cfg.task.min_len}-{cfg.task.max_len}) into <code>{html.escape(str(path))}</code>; "
-            f"{parameters:,} parameters{cost}"
-        )
+        self.header = html.escape(training_header(experiment, path, parameters, flops))
         self.step, self.steps = start_step, cfg.train.steps
         self.target = cfg.train.target_seq_acc
         self.handle = display(HTML(self.render()), display_id=True)
@@ -224,7 +221,7 @@ class NotebookView(Observer):
             figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
         if ev:
             figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
-            if all(e["seq_acc"] >= self.target for e in ev):
+            if all(at_target(e["seq_acc"], self.target) for e in ev):
                 figures.append(f"target {percent(self.target)} reached")
         notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
         return (

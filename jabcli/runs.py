@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -165,6 +166,29 @@ def open_runs(path: Path | None) -> tuple[Path, list[Run]]:
     path = latest_run() if path is None else Path(path)
     group = seed_runs(path) if not (path / "config.yaml").exists() else None
     return (path, group) if group is not None else (path, [Run.open(path)])
+
+
+def group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer, list[int]]:
+    """The config that trains every seed of `seeds` together (theirs, with train.seeds
+    set), and each seed's saved train.steps. Their configs as stored must differ in
+    train.seed and train.steps alone, and their seeds must follow on."""
+    loaded = [run.load_config() for run in seeds]
+    cfg, tokenizer = loaded[0]
+    first = cfg.train.seed
+    for n, (run, (other, _)) in enumerate(zip(seeds, loaded)):
+        if other.train.seed != first + n:
+            raise JabError(
+                f"{path} is not a group jab trained: its seeds do not follow on "
+                f"({run.path} has train.seed {other.train.seed})"
+            )
+        if run.shared != seeds[0].shared:
+            raise JabError(
+                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml in more "
+                "than train.seed and train.steps; the seeds of a group are trained and "
+                f"evaluated together (name {run.path} alone instead)"
+            )
+    group = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=len(seeds)))
+    return group, tokenizer, [other.train.steps for other, _ in loaded]
 
 
 class Run:

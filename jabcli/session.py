@@ -12,7 +12,6 @@ a run killed before its first checkpoint resumes from step 0.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import signal
 from dataclasses import dataclass
@@ -20,10 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jabcli import checkpoints, runs
-from jabcli.config import Config, for_seed
+from jabcli.config import at_target, for_seed
 from jabcli.errors import JabError
 from jabcli.runs import Run
-from jabcli.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from jabcli.experiment import Experiment
@@ -80,7 +78,7 @@ class Outcome:
     @property
     def reached(self) -> int:
         """How many seeds reached the target."""
-        return sum(e["seq_acc"] >= self.target_seq_acc for e in self.last_eval)
+        return sum(at_target(e["seq_acc"], self.target_seq_acc) for e in self.last_eval)
 
     @property
     def reached_target(self) -> bool:
@@ -131,7 +129,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     path, seeds = runs.open_runs(path)
     for run in seeds:  # before anything is said about its checkpoints
         run.check_not_running()
-    cfg, tokenizer, saved_steps = _group_config(path, seeds)
+    cfg, tokenizer, saved_steps = runs.group_config(path, seeds)
     cfg.train.steps = max(saved_steps) if steps is None else steps
     from jabcli.experiment import Experiment
 
@@ -160,29 +158,6 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 with run.lock():
                     run.set_steps(cfg.train.steps)
         return _train(path, seeds, experiment, (step, states), observer, stop)
-
-
-def _group_config(path: Path, seeds: list[Run]) -> tuple[Config, Tokenizer, list[int]]:
-    """The config that trains every seed of `seeds` together (theirs, with train.seeds
-    set), and each seed's saved train.steps. Their configs as stored must differ in
-    train.seed and train.steps alone, and their seeds must follow on."""
-    loaded = [run.load_config() for run in seeds]
-    cfg, tokenizer = loaded[0]
-    first = cfg.train.seed
-    for n, (run, (other, _)) in enumerate(zip(seeds, loaded)):
-        if other.train.seed != first + n:
-            raise JabError(
-                f"{path} is not a group jab trained: its seeds do not follow on "
-                f"({run.path} has train.seed {other.train.seed})"
-            )
-        if run.shared != seeds[0].shared:
-            raise JabError(
-                f"{run.path}/config.yaml differs from {seeds[0].path}/config.yaml in more "
-                "than train.seed and train.steps; the seeds of a group train together "
-                f"(resume {run.path} on its own instead)"
-            )
-    group = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seeds=len(seeds)))
-    return group, tokenizer, [other.train.steps for other, _ in loaded]
 
 
 def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:

@@ -22,7 +22,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jabcli import memory, packing, runtime
-from jabcli.config import TrainConfig
+from jabcli.config import TrainConfig, at_target
 from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
@@ -379,7 +379,7 @@ class Trainer:
                     record["eval_seq_acc"] = result["seq_acc"]
                 on_eval([{**result, "step": step} for result in last_eval])
             on_log(records)
-            if evaluated and all(r["eval_seq_acc"] >= tr.target_seq_acc for r in records):
+            if evaluated and all(at_target(r["eval_seq_acc"], tr.target_seq_acc) for r in records):
                 break
         return {
             "step": step,

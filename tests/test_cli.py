@@ -261,14 +261,36 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
     ).stdout  # fmt: skip
     assert "held-out exact match by step" in shown and "runs/tiny" in shown
     assert "step" in shown and f"Saved {tmp_path / 'c.svg'}" in shown
-    assert (tmp_path / "c.svg").read_text().startswith("<svg")
+    picture = (tmp_path / "c.svg").read_text()  # a plot matplotlib drew, not a screenshot
+    assert "<svg" in picture and "Matplotlib" in picture and "runs/tiny" in picture
+    assert "held-out exact match by step" in picture
+
+
+def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_still_saves(
+    trained, tmp_path, monkeypatch, capsys
+):
+    from jabcli import api, cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if never installed
+    monkeypatch.chdir(trained)
+    for name, code in (("c.svg", 2), ("c.png", 2), ("c.html", 0)):
+        with pytest.raises(SystemExit) as ended:
+            cli.main(["curves", "runs/tiny", "--save", str(tmp_path / name)])
+        assert ended.value.code == code
+        err = capsys.readouterr().err
+        assert (err.count("\n"), "pip install 'jab[plots]'" in err) == (
+            (1, True) if code else (0, False)
+        )
+        assert (tmp_path / name).exists() == (code == 0)
+    curves = api.curves("runs/tiny", "eval_seq_acc")  # in Jupyter: how to get the picture
+    assert curves._repr_svg_() is None and "jab[plots]" in curves._repr_html_()
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--metric", "accuracy"], "unknown metric 'accuracy'; one of: loss"),
-        (["--save", "c.pdf"], "--save writes .svg, .html or .png files"),
+        (["--save", "c.pdf"], "--save writes .svg, .png or .html files"),
         (["--run-without-metrics"], "has no metrics yet (nothing to draw for loss)"),
     ],
 )

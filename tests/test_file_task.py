@@ -139,3 +139,13 @@ def test_eval_beyond_the_trained_lengths_uses_every_pair_never_trained_on(tmp_pa
     }
     held_out = {w for w, out in zip(words, task.is_held_out) if out}
     assert trained == {w for w in words if len(w) <= 4} - held_out  # training is unchanged
+
+
+def test_a_data_file_in_another_folder_trains_by_relative_or_absolute_path(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/pairs.tsv").write_text(
+        "".join(f"{n}\t{n[::-1]}\n" for n in ("12", "345", "6789"))
+    )
+    monkeypatch.chdir(tmp_path)
+    for name in ("file:data/pairs.tsv", f"file:{tmp_path}/data/pairs.tsv"):
+        assert resolve(name).task.longest == 4

@@ -61,3 +61,9 @@ def test_every_module_opens_with_a_docstring_saying_what_it_owns():
         if path.stem in ("__init__", "__main__"):
             continue
         assert ast.get_docstring(ast.parse(path.read_text())), path.name
+
+
+def test_the_python_api_and_the_notebook_draw_without_rich():
+    found = modules()
+    assert not any(m == "rich" or m.startswith("rich.") for m in found["api"] | found["notebook"])
+    assert "jabcli.display" not in found["notebook"]  # shared words are formatting.py's

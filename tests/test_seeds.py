@@ -204,3 +204,18 @@ def test_a_group_resume_says_which_step_it_resumes_from_and_what_it_drops(group,
         "resuming from step 100, the newest step at which every seed has a checkpoint; "
         "g/seed-1's checkpoints at step(s) 150 are dropped"
     ) in resumed
+
+
+def test_a_seed_whose_config_was_edited_is_refused_alike_by_eval_and_resume(group, tmp_path):
+    from jabcli import inspection, session
+    from jabcli.errors import JabError
+
+    shutil.copytree(group / "g", tmp_path / "g")
+    config = tmp_path / "g/seed-1/config.yaml"
+    config.write_text(config.read_text().replace("learning_rate: 0.0015", "learning_rate: 0.002"))
+    for load in (
+        lambda: inspection.load_runs(tmp_path / "g"),
+        lambda: session.resume(tmp_path / "g", 300),
+    ):
+        with pytest.raises(JabError, match="seed-1/config.yaml differs from .*seed-0/config.yaml"):
+            load()
