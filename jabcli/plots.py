@@ -69,8 +69,9 @@ def picture(plot: Plot, fmt: str) -> bytes:
         fig, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
         if plot.shade is not None:
             low, high = plot.shade
-            axes.axvspan(low - 0.5, high + 0.5, color="0.85", zorder=0, label="trained on")
+            axes.axvspan(low - 0.5, high + 0.5, color="0.92", zorder=0, label="trained on")
         dashes = ("-", "--", ":", "-.")  # past ten curves, colours come round again
+        banded = False
         for n, curve in enumerate(plot.curves):
             (line,) = axes.plot(
                 curve.steps,
@@ -82,9 +83,12 @@ def picture(plot: Plot, fmt: str) -> bytes:
                 label=curve.name,
             )
             if curve.low is not None:
+                label = None if banded else "shaded: min-max over seeds"
                 axes.fill_between(
-                    curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color(), lw=0
-                )
+                    curve.steps, curve.low, curve.high, alpha=0.2, color=line.get_color(), lw=0,
+                    label=label,
+                )  # fmt: skip
+                banded = True
         axes.set_xlabel(plot.x_label)
         axes.set_ylabel(metric_name(plot.metric))
         axes.set_title(plot.heading, loc="left", fontsize="medium")
