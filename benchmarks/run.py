@@ -49,9 +49,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -248,7 +249,7 @@ def jab_train(
     compile_s, (state, _) = timed(lambda: chunk(state, num_steps))
     rates = []
     for _ in range(sizes.train_repeats):
-        seconds, (state, _) = timed(lambda: chunk(state, num_steps))
+        seconds, (state, _) = timed(lambda state=state: chunk(state, num_steps))
         rates.append(sizes.chunk / seconds)
     steps_per_s = median(rates)
     src_len, tgt_len = shape["max_len"] + 1, experiment.decoder_length(shape["max_len"])
@@ -380,7 +381,14 @@ def bench_solve(sizes: Sizes) -> dict:
         note(f"solve: {task}, seeds {', '.join(map(str, sizes.solve_seeds))}")
         cap = [] if sizes.solve_steps is None else ["--steps", str(sizes.solve_steps)]
         out[task] = solve_runs(
-            lambda seed: [str(HERE / "solve_once.py"), "--task", task, "--seed", str(seed), *cap],
+            lambda seed, task=task, cap=cap: [
+                str(HERE / "solve_once.py"),
+                "--task",
+                task,
+                "--seed",
+                str(seed),
+                *cap,
+            ],
             sizes,
         )
     note("solve: reverse in eager PyTorch, the same model and hyperparameters")

@@ -25,7 +25,8 @@ import contextlib
 import io
 import json
 import zipfile
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from jabcli import runtime
 from jabcli.errors import JabError

@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
@@ -127,7 +127,7 @@ SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` nee
 def run_option(help: str):
     """--run DIR: a run folder, completed by the shell."""
     return Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--run", metavar="DIR", callback=run_folders, autocompletion=complete_run, help=help
         ),
@@ -152,7 +152,7 @@ NoCacheOption = Annotated[
     ),
 ]
 StepsOption = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--steps",
         min=1,
@@ -169,7 +169,7 @@ JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object instead of tables.")
 ]
 LengthsOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--lengths",
         help="Evaluate --samples inputs at every length in A-B (e.g. 1-64), "
@@ -179,7 +179,7 @@ LengthsOption = Annotated[
 ]
 
 
-def RunsArgument(help: str):  # noqa: N802 - reads as the type it stands for
+def RunsArgument(help: str):
     """RUN... arguments: run folders or groups of seeds, completed by the shell."""
     return Annotated[
         list[Path],
@@ -264,7 +264,7 @@ def runs_command(
 @command()
 def train(
     task: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--task",
             metavar="NAME|FILE.yaml|file:PATH",
@@ -274,13 +274,13 @@ def train(
         ),
     ] = None,
     config_file: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--config", metavar="FILE.yaml", help="A YAML config layered over the task preset."
         ),
     ] = None,
     sets: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--set",
             metavar="KEY=VALUE",
@@ -289,13 +289,13 @@ def train(
     ] = None,
     steps: StepsOption = None,
     seed: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--seed", min=0, max=SEED_MAX, metavar="S", help="Random seed (overrides train.seed)."
         ),
     ] = None,
     seeds: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--seeds",
             min=1,
@@ -305,7 +305,7 @@ def train(
         ),
     ] = None,
     out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--out", metavar="DIR", help="Run folder to create (default: runs/<task>-<timestamp>)."
         ),
@@ -319,7 +319,7 @@ def train(
         ),
     ] = False,
     run: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Argument(
             metavar="RUN", callback=run_folders, help="With --resume: the run to continue."
         ),
@@ -349,7 +349,7 @@ def train(
 @command("resume")
 def resume_command(
     run: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Argument(
             metavar="RUN",
             callback=run_folders,
@@ -358,7 +358,7 @@ def resume_command(
         ),
     ] = None,
     steps: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--steps",
             min=1,
@@ -413,7 +413,7 @@ def finish(training) -> None:
 def eval_command(
     run: GroupRunOption = None,
     samples: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--samples",
             min=1,
@@ -423,11 +423,11 @@ def eval_command(
     ] = None,
     lengths: LengthsOption = None,
     min_len: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--min-len", min=1, metavar="A", help="Shortest input (default: the run's)."),
     ] = None,
     max_len: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--max-len", min=1, metavar="B", help="Longest input (default: the run's)."),
     ] = None,
     checkpoint: CheckpointOption = "latest",
@@ -477,7 +477,7 @@ def with_mistakes(result: dict) -> dict:
 def compare(
     runs: RunsArgument("Two or more run folders (a group of seeds counts as one)."),
     lengths: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--lengths",
             help="Lengths to compare at, A-B (default: from the shortest training length "
@@ -541,7 +541,7 @@ def predict(
 def show_attention(
     run: RunOption = None,
     input_text: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--input", metavar="TEXT", help="Input to decode (default: a random held-out one)."
         ),
@@ -555,7 +555,7 @@ def show_attention(
         typer.Option("--layer", metavar="L", help="Layer index; negative counts from the last."),
     ] = -1,
     head: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--head",
             metavar="H|mean",
@@ -564,7 +564,7 @@ def show_attention(
         ),
     ] = None,
     save: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--save",
             metavar="FILE.svg|FILE.html",
@@ -610,7 +610,7 @@ def curves(
         ),
     ] = "loss",
     save: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--save",
             metavar="FILE.svg|FILE.png|FILE.html",
@@ -646,7 +646,7 @@ def study_run_command(
         Path, typer.Argument(metavar="FILE.yaml", help="The study file (see README, Studies).")
     ],
     out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--out",
             metavar="DIR",
@@ -654,7 +654,7 @@ def study_run_command(
         ),
     ] = None,
     workers: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--workers",
             metavar="N",
@@ -662,7 +662,7 @@ def study_run_command(
         ),
     ] = None,
     ray: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--ray",
             metavar="ADDRESS|auto|local",
@@ -738,7 +738,7 @@ def study_show_command(
         bool, typer.Option("--markdown", help="Print the table as Markdown, for a README.")
     ] = False,
     save: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--save",
             metavar="FILE.svg|FILE.png|FILE.html",
@@ -778,7 +778,9 @@ def stdin_lines() -> list[str]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise JabError(f"stdin is not UTF-8 text (line {line} has the byte {data[err.start]:#04x})")
+        raise JabError(
+            f"stdin is not UTF-8 text (line {line} has the byte {data[err.start]:#04x})"
+        ) from None
     return [line for line in text.splitlines() if line.strip()]
 
 

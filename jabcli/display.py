@@ -569,7 +569,7 @@ def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -
 
 
 def shade(weight: float) -> Text:
-    level = min(len(SHADES) - 1, int(round(weight * (len(SHADES) - 1))))
+    level = min(len(SHADES) - 1, round(weight * (len(SHADES) - 1)))
     return Text(
         SHADES[level] * 2, style=f"rgb({40 + int(215 * weight)},{60 + int(120 * weight)},90)"
     )

@@ -135,7 +135,7 @@ def score(
         for s, p, e, ok in zip(src, predicted, expected, exact)
     ]
     return {
-        "samples": int(len(src)),
+        "samples": len(src),
         "token_acc": float(token_hits.sum() / real.sum()),
         "seq_acc": float(exact.mean()),
         "per_length": per_length,

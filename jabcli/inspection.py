@@ -81,8 +81,7 @@ def default_lengths(runs: list[Loaded]) -> tuple[int, int]:
     cut to the longest input every run takes."""
     configs = [one.experiment.config for one in runs]
     low = max(
-        min(c.task.min_len for c in configs),
-        max(one.experiment.task.min_length for one in runs),
+        min(c.task.min_len for c in configs), *(one.experiment.task.min_length for one in runs)
     )
     high = 2 * max(c.task.max_len for c in configs)
     return low, max(low, min(high, *(one.experiment.longest_input() for one in runs)))

@@ -13,7 +13,8 @@ the target it is given: that is training and full decoding.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import haiku as hk
 import jax

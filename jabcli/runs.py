@@ -243,7 +243,7 @@ class Run:
         atomic_write(path, yaml.safe_dump(data, sort_keys=False).encode())
 
     @classmethod
-    def open(cls, path: Path | None) -> "Run":
+    def open(cls, path: Path | None) -> Run:
         """An existing run, checked to be one; the newest under runs/ when `path` is None."""
         path = latest_run() if path is None else Path(path)
         if not path.is_dir():

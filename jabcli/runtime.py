@@ -11,8 +11,9 @@ import json
 import os
 import pickle
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 class Lazy:

@@ -47,6 +47,8 @@ class Tokenizer:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tokenizer) and self.tokens == other.tokens
 
+    __hash__ = None  # equal by its token list, which is a list: not a dict key
+
     def ids(self, chars: Iterable[str]) -> list[int]:
         return [self._ids[c] for c in chars]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp

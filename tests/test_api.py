@@ -71,15 +71,15 @@ def test_the_api_trains_a_run_the_command_line_can_read(tmp_path):
 
 
 def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):
-    with pytest.raises(jab.JabError, match="does not exist"):
+    with pytest.raises(jab.JabError, match=r"does not exist"):
         jab.load(tmp_path / "missing")
-    with pytest.raises(jab.JabError, match="unknown config key 'model.width'"):
+    with pytest.raises(jab.JabError, match=r"unknown config key 'model.width'"):
         jab.train("copy", overrides={"model.width": 3}, out=tmp_path / "never")
     assert not (tmp_path / "never").exists()
 
 
 def test_api_arguments_are_checked_as_the_command_line_checks_them(tmp_path):
-    with pytest.raises(jab.JabError, match="'train.steps' must be int, got float 1.5"):
+    with pytest.raises(jab.JabError, match=r"'train.steps' must be int, got float 1.5"):
         jab.train("copy", steps=1.5, out=tmp_path / "never")
     assert not (tmp_path / "never").exists()
 
@@ -124,7 +124,7 @@ def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained
     assert row["input"] == "0123"
     assert len(jab.compare([run, trained / "runs/tiny"], lengths=(2, 3), samples=5)) == 2
     assert len(jab.curves(run)) == 1 and len(jab.curves([run, run])) == 2
-    with pytest.raises(jab.JabError, match="compare takes two or more run folders"):
+    with pytest.raises(jab.JabError, match=r"compare takes two or more run folders"):
         jab.compare(str(trained / "runs/tiny"))
-    with pytest.raises(jab.JabError, match="curves takes one or more run folders"):
+    with pytest.raises(jab.JabError, match=r"curves takes one or more run folders"):
         jab.curves([])

@@ -122,7 +122,7 @@ def test_a_max_len_beyond_the_data_is_refused_saying_what_the_data_holds(tmp_pat
     words = ["".join(w) for n in range(1, 5) for w in itertools.product("ab", repeat=n)]
     (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w}\n" for w in words))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(JabError, match="inputs are at most 4 symbols long; task.max_len 20"):
+    with pytest.raises(JabError, match=r"inputs are at most 4 symbols long; task.max_len 20"):
         resolve("file:pairs.tsv", sets=["task.max_len=20"])
 
 

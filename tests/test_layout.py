@@ -3,6 +3,8 @@ can be called without a terminal."""
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jabcli"
@@ -67,3 +69,15 @@ def test_the_python_api_and_the_notebook_draw_without_rich():
     found = modules()
     assert not any(m == "rich" or m.startswith("rich.") for m in found["api"] | found["notebook"])
     assert "jabcli.display" not in found["notebook"]  # shared words are formatting.py's
+
+
+def test_the_code_passes_the_projects_lint_and_format():
+    root = PACKAGE.parent
+    for command in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "jabcli", "tests", "benchmarks"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr

@@ -125,7 +125,7 @@ def test_cached_decoding_gives_the_same_answers_as_full_recomputation(
 
 
 def test_a_batch_row_with_no_input_decodes_to_nothing_and_does_not_hold_up_the_others():
-    fns, params, _, _, scheme = make()
+    fns, params, _, _, _scheme = make()
     src = jnp.array([[5, 6, EOS_ID], [PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
     positions = (jnp.tile(jnp.arange(3), (2, 1)), jnp.tile(jnp.arange(6), (2, 1)))
     out = np.asarray(greedy_decode(fns, params, src, 6, *positions))
@@ -137,12 +137,12 @@ def test_a_batch_row_with_no_input_decodes_to_nothing_and_does_not_hold_up_the_o
 def test_a_batch_wider_than_the_model_positions_is_a_clear_error_not_nan():
     experiment = resolve("copy", sets=["model.max_positions=20", "task.max_len=8"])
     src = jnp.full((2, 30), 5, jnp.int32)
-    with pytest.raises(JabError, match="model.max_positions = 20"):
+    with pytest.raises(JabError, match=r"model.max_positions = 20"):
         experiment.positions(jax.random.PRNGKey(0), src, 10)
 
 
 def test_forced_length_decoding_writes_eos_exactly_at_the_given_length():
-    fns, params, _, _, scheme = make()
+    fns, params, _, _, _scheme = make()
     src = jnp.array([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID], [PAD_ID] * 4], jnp.int32)
     positions = (jnp.tile(jnp.arange(4), (3, 1)), jnp.tile(jnp.arange(8), (3, 1)))
     lengths = jnp.array([6, 1, 0])

@@ -144,7 +144,7 @@ def test_coupled_positions_are_the_same_in_training_full_and_cached_decoding(sch
 
 
 def test_coupled_cross_attention_favours_the_aligned_input_symbol_at_any_length():
-    experiment, batch, params = coupled()
+    experiment, batch, _params = coupled()
     key = jax.random.PRNGKey(0)
     src_positions, tgt_positions = experiment.positions(key, batch.src, batch.tgt_in.shape[1])
     bias = np.asarray(distance_bias(tgt_positions, src_positions, jnp.zeros((4, 9))))

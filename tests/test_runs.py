@@ -342,7 +342,7 @@ def test_a_computation_that_does_not_end_still_stops_on_a_second_ctrl_c(tmp_path
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     try:
-        out, err = proc.communicate(timeout=15)
+        _out, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("the process did not stop while a computation was running")

@@ -70,7 +70,7 @@ def test_a_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_
     group, tmp_path
 ):
     # Ctrl-C at step 50 of 150: four 25-step chunks are left, so the signal lands mid-run
-    code, out, err = interrupt_after(
+    code, _out, err = interrupt_after(
         ["train", *GROUP, "--out", "cut"], tmp_path, Path("cut/seed-2"), 2
     )
     assert code == 130, err
@@ -217,5 +217,5 @@ def test_a_seed_whose_config_was_edited_is_refused_alike_by_eval_and_resume(grou
         lambda: inspection.load_runs(tmp_path / "g"),
         lambda: session.resume(tmp_path / "g", 300),
     ):
-        with pytest.raises(JabError, match="seed-1/config.yaml differs from .*seed-0/config.yaml"):
+        with pytest.raises(JabError, match=r"seed-1/config.yaml differs from .*seed-0/config.yaml"):
             load()

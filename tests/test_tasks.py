@@ -184,7 +184,7 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
     monkeypatch.setitem(tasks.TASKS, "echo", Echo)
     tiny = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=4"]
     experiment = resolve(
-        "echo", sets=tiny + ["train.batch_size=8", "train.eval_samples=8"], steps=2
+        "echo", sets=[*tiny, "train.batch_size=8", "train.eval_samples=8"], steps=2
     )
     assert isinstance(experiment.task, Echo) and experiment.config.task.name == "echo"
     outcome = session.start(experiment, tmp_path / "run")
