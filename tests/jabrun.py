@@ -1,5 +1,10 @@
-"""Running `jab` the way a user does: a real subprocess."""
+"""Running `jab` the way a user does: a real subprocess (`jab`), or, where what is tested
+is what jab prints and not the process itself, the same entry point in this process
+(`jab_here`): the same argument parsing, output and exit codes, without a Python start-up
+and an import of JAX per call."""
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -39,6 +44,35 @@ def env() -> dict:
     values = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}
     values.pop("JAB_DEBUG", None)
     return values
+
+
+def jab_here(
+    *args, cwd: Path, check: bool = True, columns: int = 160
+) -> subprocess.CompletedProcess:
+    """`jab ARGS` run by `cli.main` in this process, in folder `cwd`, its terminal
+    `columns` wide; stdout, stderr and the exit status as a subprocess would give them."""
+    from jabcli import cli, display
+
+    out, err = io.StringIO(), io.StringIO()
+    before, width = os.getcwd(), display.console.width
+    os.chdir(cwd)
+    display.console.width = columns
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main([str(a) for a in args])
+                code = 0
+            except SystemExit as ended:
+                code = ended.code if isinstance(ended.code, int) else int(ended.code is not None)
+    finally:
+        os.chdir(before)
+        display.console.width = width
+    result = subprocess.CompletedProcess(
+        ["jab", *map(str, args)], code, out.getvalue(), err.getvalue()
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
 
 
 def jab(*args, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jabrun import env, jab
+from jabrun import env, jab, jab_here
 
 from jabcli import runs
 from jabcli.errors import JabError
@@ -179,7 +179,7 @@ def snapshot(root: Path) -> dict:
 def test_bad_input_gets_one_clear_line_and_exit_code_2(case, workdir):
     args, expected = CASES[case]
     before = snapshot(workdir / "runs")
-    result = jab(*args, cwd=workdir, check=False)
+    result = jab_here(*args, cwd=workdir, check=False)  # an exception would fail the test
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -194,11 +194,20 @@ def test_bad_input_gets_one_clear_line_and_exit_code_2(case, workdir):
     [("--tsk", "--task"), ("--seeed", "--seed"), ("--bogus", None), ("--lr", None)],
 )
 def test_a_mistyped_option_is_matched_only_to_a_close_one(typed, meant, tmp_path):
-    result = jab("train", typed, cwd=tmp_path, check=False)
+    result = jab_here("train", typed, cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert "Possible options" not in result.stderr  # Click's guesses: --out for --bogus
     hint = f"(did you mean '{meant}'?)" if meant else "did you mean"
     assert (hint in result.stderr) == bool(meant), result.stderr
+
+
+@pytest.mark.parametrize("case", ["unknown task", "zero samples", "mistyped option"])
+def test_a_mistake_ends_the_jab_process_with_exit_code_2_and_one_line(case, workdir):
+    args, expected = CASES[case]
+    result = jab(*args, cwd=workdir, check=False)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("jab: error: ") and result.stderr.count("\n") == 1
+    assert expected in result.stderr
 
 
 def test_predict_with_nothing_on_stdin_says_so(workdir):
@@ -267,7 +276,7 @@ def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, mo
 )
 def test_a_run_too_big_for_memory_is_refused_before_it_allocates(sets, lower, tmp_path):
     args = [a for s in sets for a in ("--set", s)]
-    result = jab(
+    result = jab_here(
         "train", "--task", "copy", *args, "--steps", "1", "--out", "big", cwd=tmp_path, check=False
     )
     assert result.returncode == 2, result.stderr
