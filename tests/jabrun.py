@@ -47,16 +47,19 @@ def env() -> dict:
 
 
 def jab_here(
-    *args, cwd: Path, check: bool = True, columns: int = 160
+    *args, cwd: Path, check: bool = True, columns: int = 160, stdin: bytes | str = b""
 ) -> subprocess.CompletedProcess:
-    """`jab ARGS` run by `cli.main` in this process, in folder `cwd`, its terminal
-    `columns` wide; stdout, stderr and the exit status as a subprocess would give them."""
+    """`jab ARGS` run by `cli.main` in this process, in folder `cwd`, its output `columns`
+    wide (as COLUMNS sets it for a pipe), reading `stdin`; stdout, stderr and the exit
+    status as a subprocess would give them."""
     from jabcli import cli, display
 
     out, err = io.StringIO(), io.StringIO()
-    before, width = os.getcwd(), display.console.width
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    before, width, reading = os.getcwd(), display.console.width, sys.stdin
     os.chdir(cwd)
     display.console.width = columns
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -67,6 +70,7 @@ def jab_here(
     finally:
         os.chdir(before)
         display.console.width = width
+        sys.stdin = reading
     result = subprocess.CompletedProcess(
         ["jab", *map(str, args)], code, out.getvalue(), err.getvalue()
     )

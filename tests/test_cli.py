@@ -1,4 +1,6 @@
-"""The command line, run as a user runs it: real subprocesses, real training, real files."""
+"""The command line as a user meets it: real training, real files, and real processes
+where the process is what is tested (pipes, stdin's bytes, start-up imports, completion);
+elsewhere `jab_here` runs the same entry point in this process."""
 
 import fcntl
 import html
@@ -11,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jabrun import TINY, env, interrupt_after, jab, jab_here
+from jabrun import TINY, env, interrupt_after, jab_here
 
 from jabcli import __version__
 
@@ -28,14 +30,14 @@ def test_train_writes_config_metrics_and_a_checkpoint(trained):
 
 
 def test_eval_prints_a_table_by_length(trained):
-    out = jab("eval", "--run", "runs/tiny", "--samples", "200", cwd=trained).stdout
+    out = jab_here("eval", "--run", "runs/tiny", "--samples", "200", cwd=trained).stdout
     assert "exact match" in out and "By input length" in out
 
 
 def test_predict_marks_answers_against_the_reference(trained):
     from jabcli import api
 
-    out = jab("predict", "0123", "3 2 1", "--run", "runs/tiny", cwd=trained).stdout
+    out = jab_here("predict", "0123", "3 2 1", "--run", "runs/tiny", cwd=trained).stdout
     rows = api.load(trained / "runs/tiny").predict(["0123", "321"])
     for row in rows:  # each answer shown with the reference and the verdict it deserves
         verdict = "✓ right" if row["output"] == row["expected"] else "✗ wrong"
@@ -43,18 +45,18 @@ def test_predict_marks_answers_against_the_reference(trained):
 
 
 def test_show_attention_draws_a_heatmap_and_saves_an_svg_that_fetches_nothing(trained):
-    out = jab("show-attention", "--input", "0123", "--save", "attn.svg", cwd=trained).stdout
+    out = jab_here("show-attention", "--input", "0123", "--save", "attn.svg", cwd=trained).stdout
     assert "cross attention" in out and "head 0" in out and "head 3" in out
     svg = (trained / "attn.svg").read_text()
     assert svg.startswith("<svg") and "@font-face" not in svg and "https://" not in svg
-    mean = jab(
+    mean = jab_here(
         "show-attention", "--kind", "encoder", "--head", "mean", "--layer", "0", cwd=trained
     ).stdout
     assert "mean of heads" in mean
 
 
 def test_same_seed_and_config_give_the_same_losses(trained):
-    jab("train", *TINY, "--steps", "300", "--out", "runs/again", cwd=trained)
+    jab_here("train", *TINY, "--steps", "300", "--out", "runs/again", cwd=trained)
 
     def losses(name):
         lines = (trained / "runs" / name / "metrics.jsonl").read_text().splitlines()
@@ -64,7 +66,7 @@ def test_same_seed_and_config_give_the_same_losses(trained):
 
 
 def test_eval_by_length_is_far_above_chance_in_range_and_covers_exactly_the_lengths(trained):
-    out = jab("eval", "--lengths", "1-9", "--samples", "40", "--json", cwd=trained).stdout
+    out = jab_here("eval", "--lengths", "1-9", "--samples", "40", "--json", cwd=trained).stdout
     result = json.loads(out)
     assert set(result["per_length"]) == {str(n) for n in range(1, 10)}
     assert all(row["samples"] == 40 for row in result["per_length"].values())
@@ -77,7 +79,7 @@ def test_eval_by_length_is_far_above_chance_in_range_and_covers_exactly_the_leng
 
 def test_compare_puts_runs_side_by_side_and_marks_the_training_range(trained):
     args = ["compare", "runs/tiny", "runs/tiny", "--lengths", "4-7", "--samples", "20"]
-    table = jab(*args, cwd=trained).stdout
+    table = jab_here(*args, cwd=trained).stdout
     rows = [line.split() for line in table.splitlines() if line.strip()[:1].isdigit()]
     assert [row[0] for row in rows[:4]] == ["4", "5", "6", "7"]
     assert all(row[1] == row[2] for row in rows[:4])  # the same run, the same draw
@@ -90,18 +92,8 @@ def test_compare_puts_runs_side_by_side_and_marks_the_training_range(trained):
 
 
 def jab_at(columns: int, *args, cwd: Path, stdin: str = "") -> str:
-    """`jab ...` with COLUMNS=`columns`, its output to a pipe; its stdout."""
-    result = subprocess.run(
-        [sys.executable, "-m", "jabcli", *map(str, args)],
-        cwd=cwd,
-        env={**env(), "COLUMNS": str(columns)},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    """`jab ...` with its output `columns` wide, as COLUMNS sets it for a pipe; its stdout."""
+    return jab_here(*args, cwd=cwd, columns=columns, stdin=stdin).stdout
 
 
 def copy_of_tiny(trained: Path, cwd: Path, name: str) -> str:
@@ -192,7 +184,7 @@ def test_one_held_out_sample_is_one_sample(missed_target):
 
 def test_compare_says_when_runs_learned_different_tasks(trained, missed_target):
     short = missed_target[0] / "runs" / "short"
-    out = jab("compare", "runs/tiny", short, "--lengths", "3-4", "--samples", "5", cwd=trained)
+    out = jab_here("compare", "runs/tiny", short, "--lengths", "3-4", "--samples", "5", cwd=trained)
     assert "different tasks (copy, reverse)" in " ".join(out.stdout.split())
 
 
@@ -226,13 +218,13 @@ def test_a_saved_html_is_a_whole_page_as_wide_as_the_terminal(trained):
     "command", ["", "tasks", "train", "resume", "eval", "compare", "predict", "show-attention"]
 )
 def test_help_answers_to_h_and_names_values_plainly(command, tmp_path):
-    out = jab(*command.split(), "-h", cwd=tmp_path).stdout
+    out = jab_here(*command.split(), "-h", cwd=tmp_path).stdout
     assert f"Usage: jab {command}".strip() in out
     assert not re.search(r"<(bool|path|str|int|list)|\{", out), out
 
 
 def test_version(tmp_path):
-    assert jab("--version", cwd=tmp_path).stdout == f"jab {__version__}\n"
+    assert jab_here("--version", cwd=tmp_path).stdout == f"jab {__version__}\n"
 
 
 def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, tmp_path):
@@ -242,8 +234,8 @@ def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, 
     (tmp_path / "runs/notes/todo.txt").write_text("not a run")
     with open(tmp_path / "runs/busy/.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a training process holds it
-        rows = json.loads(jab("runs", "--json", cwd=tmp_path).stdout)
-        shown = jab("runs", cwd=tmp_path).stdout
+        rows = json.loads(jab_here("runs", "--json", cwd=tmp_path).stdout)
+        shown = jab_here("runs", cwd=tmp_path).stdout
     by_name = {row["run"]: row for row in rows}
     assert set(by_name) == {"runs/tiny", "runs/busy"}
     assert by_name["runs/busy"]["state"] == "running"
@@ -259,7 +251,7 @@ def test_runs_lists_each_run_with_how_it_ended_and_skips_other_folders(trained, 
 
 
 def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
-    shown = jab(
+    shown = jab_here(
         "curves", "runs/tiny", "--metric", "eval_seq_acc", "--save", tmp_path / "c.svg",
         cwd=trained,
     ).stdout  # fmt: skip
@@ -304,7 +296,7 @@ def test_curves_with_a_bad_metric_or_file_type_is_one_line(trained, tmp_path, ar
         shutil.copytree(trained / "runs/tiny", tmp_path / "bare")
         (tmp_path / "bare/metrics.jsonl").unlink()
         run, args = tmp_path / "bare", []
-    result = jab("curves", run, *args, cwd=trained, check=False)
+    result = jab_here("curves", run, *args, cwd=trained, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert message in result.stderr and not (trained / "c.pdf").exists()
 
@@ -339,7 +331,7 @@ def test_a_coupled_run_is_measured_beyond_its_lengths_also_at_the_answers_true_l
 
 
 def test_eval_with_forced_length_shows_both_exact_matches_by_length(trained):
-    out = jab(
+    out = jab_here(
         "eval",
         "--run",
         "runs/tiny",
@@ -372,33 +364,33 @@ def test_jab_tasks_and_help_answer_without_importing_jax():
 
 def test_with_index_hints_jab_numbers_the_input_and_scores_only_the_answer_symbols(tmp_path):
     hints = ["--set", "task.index_hints=true", "--set", "train.eval_every=40"]
-    jab("train", *TINY, *hints, "--steps", "40", "--out", "runs/h", cwd=tmp_path)
+    jab_here("train", *TINY, *hints, "--steps", "40", "--out", "runs/h", cwd=tmp_path)
     by_length = ["--lengths", "3-6", "--samples", "10", "--json"]
-    evaluated = json.loads(jab("eval", "--run", "runs/h", *by_length, cwd=tmp_path).stdout)
+    evaluated = json.loads(jab_here("eval", "--run", "runs/h", *by_length, cwd=tmp_path).stdout)
     assert sorted(evaluated["per_length"]) == ["3", "4", "5", "6"]  # symbols, not tokens
-    predicted = jab("predict", "0123", "--run", "runs/h", cwd=tmp_path).stdout
+    predicted = jab_here("predict", "0123", "--run", "runs/h", cwd=tmp_path).stdout
     assert "[" not in predicted  # the answer, without the hints the model wrote
     encoder = ["--input", "0123", "--kind", "encoder", "--head", "0"]
-    drawn = jab("show-attention", "--run", "runs/h", *encoder, cwd=tmp_path).stdout
+    drawn = jab_here("show-attention", "--run", "runs/h", *encoder, cwd=tmp_path).stdout
     assert len(set(re.findall(r"\[\d+\]", drawn))) == 4  # a hint before each symbol
     assert "index hint [k] heads a column" in drawn
 
 
 def test_eval_names_the_task_and_its_positional_encoding(trained):
-    shown = jab("eval", "--run", "runs/tiny", "--samples", "20", cwd=trained).stdout
+    shown = jab_here("eval", "--run", "runs/tiny", "--samples", "20", cwd=trained).stdout
     assert "copy, sinusoidal positions" in shown
 
 
 def test_a_negative_head_counts_from_the_last_as_a_negative_layer_does(trained):
-    shown = jab("show-attention", "--run", "runs/tiny", "--head", "-1", "--input", "012",
+    shown = jab_here("show-attention", "--run", "runs/tiny", "--head", "-1", "--input", "012",
                 cwd=trained).stdout  # fmt: skip
     assert "head 3" in shown and "head 0" not in shown
 
 
 def test_help_shows_the_extras_to_install_with_their_brackets(tmp_path):
-    assert "jab[plots]" in jab("curves", "--help", cwd=tmp_path).stdout
-    assert "jab[ray]" in jab("study", "run", "--help", cwd=tmp_path).stdout
-    assert "group" not in jab("predict", "--help", cwd=tmp_path).stdout
+    assert "jab[plots]" in jab_here("curves", "--help", cwd=tmp_path).stdout
+    assert "jab[ray]" in jab_here("study", "run", "--help", cwd=tmp_path).stdout
+    assert "group" not in jab_here("predict", "--help", cwd=tmp_path).stdout
 
 
 @pytest.mark.parametrize("args", [["tasks"], ["tasks", "--json"], ["--help"]])
@@ -425,43 +417,37 @@ def test_training_goes_on_to_its_end_when_its_reader_goes_away(tmp_path):
 
 
 def test_no_runs_is_an_empty_list_not_an_error(tmp_path):
-    shown = jab("runs", cwd=tmp_path)
+    shown = jab_here("runs", cwd=tmp_path)
     assert "No runs under runs/" in shown.stdout
-    assert json.loads(jab("runs", "--json", cwd=tmp_path).stdout) == []
+    assert json.loads(jab_here("runs", "--json", cwd=tmp_path).stdout) == []
 
 
 def test_curves_without_colour_tell_runs_apart_by_their_markers(trained, tmp_path):
     shutil.copytree(trained / "runs/tiny", tmp_path / "other")
-    shown = jab("curves", trained / "runs/tiny", "other", cwd=tmp_path).stdout  # NO_COLOR=1
+    shown = jab_here("curves", trained / "runs/tiny", "other", cwd=tmp_path).stdout  # NO_COLOR=1
     assert "●● " in shown and "++ " in shown
 
 
 def predict_stdin(trained, data: bytes, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jabcli", "predict", "--run", "runs/tiny", "-", *args],
-        cwd=trained, env=env(), input=data, capture_output=True,
-    )  # fmt: skip
+    return jab_here("predict", "--run", "runs/tiny", "-", *args, cwd=trained, stdin=data,
+                    check=False)  # fmt: skip
 
 
 def test_predict_reads_stdin_with_a_byte_order_mark_and_names_bytes_that_are_not_text(trained):
     answered = predict_stdin(trained, b"\xef\xbb\xbf0123\n")
-    assert answered.returncode == 0 and b"0123" in answered.stdout
+    assert answered.returncode == 0 and "0123" in answered.stdout
     refused = predict_stdin(trained, b"01\n\xff\xfe\n")
     assert refused.returncode == 2
-    assert refused.stderr.decode().strip() == (
+    assert refused.stderr.strip() == (
         "jab: error: stdin is not UTF-8 text (line 2 has the byte 0xff)"
     )
 
 
 def test_predict_answers_inputs_typed_beside_the_dash_too(trained):
     answered = predict_stdin(trained, b"", "012")
-    assert answered.returncode == 0 and b"012" in answered.stdout
+    assert answered.returncode == 0 and "012" in answered.stdout
 
 
 def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "50", "--out", "narrow"],
-        cwd=tmp_path, env={**env(), "COLUMNS": "40"}, capture_output=True, text=True,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    result = jab_here("train", *TINY, "--steps", "50", "--out", "narrow", cwd=tmp_path, columns=40)
     assert "…" not in result.stdout and "token" in result.stdout

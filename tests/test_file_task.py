@@ -6,7 +6,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from jabrun import jab
+from jabrun import jab_here
 
 from jabcli.datafile import DataFile, FileTask
 from jabcli.errors import JabError
@@ -34,7 +34,7 @@ def test_a_task_from_a_tsv_file_trains_evaluates_on_its_held_out_split_and_keeps
 ):
     words = ["".join(w) for n in range(1, 6) for w in itertools.product("abc", repeat=n)]
     (tmp_path / "pairs.tsv").write_text("".join(f"{w}\t{w[::-1]}\n" for w in words))
-    jab(
+    jab_here(
         "train",
         "--task",
         "file:pairs.tsv",
@@ -50,12 +50,12 @@ def test_a_task_from_a_tsv_file_trains_evaluates_on_its_held_out_split_and_keeps
     assert "name: file:task-data.tsv" in (run / "config.yaml").read_text()
     (tmp_path / "pairs.tsv").unlink()  # the run keeps working from its own copy
 
-    result = json.loads(jab("eval", "--json", cwd=tmp_path).stdout)
+    result = json.loads(jab_here("eval", "--json", cwd=tmp_path).stdout)
     assert result["samples"] == round(0.1 * len(words))  # all of the held-out split
     assert result["train_lengths"] == [1, 5]
     assert result["seq_acc"] > 0.5
 
-    out = jab("predict", "abcab", "cccccccc", cwd=tmp_path).stdout
+    out = jab_here("predict", "abcab", "cccccccc", cwd=tmp_path).stdout
     assert "bacba" in out  # its reference answer, from the file
     assert "no reference" in out  # an input the file does not hold
 
@@ -101,7 +101,7 @@ def test_a_data_file_named_in_a_task_yaml_is_found_next_to_the_yaml(tmp_path, mo
 def test_a_data_file_given_without_file_prefix_gets_the_right_spelling(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "rev.tsv").write_text("ab\tba\n")
-    result = jab("train", "--task", "rev.tsv", cwd=tmp_path, check=False)
+    result = jab_here("train", "--task", "rev.tsv", cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert "file:rev.tsv" in result.stderr
 

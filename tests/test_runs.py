@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from jabrun import TINY, env, interrupt_after, jab
+from jabrun import TINY, env, interrupt_after, jab_here
 
 from jabcli.errors import JabError
 
@@ -40,14 +40,14 @@ def metrics(run: Path) -> list[dict]:
 
 
 def test_ctrl_c_then_resume_ends_bitwise_equal_to_an_uninterrupted_run(tmp_path):
-    jab("train", *LONG, "--out", "whole", cwd=tmp_path)
+    jab_here("train", *LONG, "--out", "whole", cwd=tmp_path)
     code, out, err = interrupt_after(["train", *LONG, "--out", "cut"], tmp_path, Path("cut"), 4)
     assert code == 130, err
     assert "jab train --resume cut" in " ".join(out.split())
     stopped_at = newest_step(tmp_path / "cut")
     assert 0 < stopped_at < newest_step(tmp_path / "whole")  # it really stopped part-way
 
-    jab("train", "--resume", "cut", cwd=tmp_path)
+    jab_here("train", "--resume", "cut", cwd=tmp_path)
     final = newest_step(tmp_path / "whole")
     assert newest_step(tmp_path / "cut") == final
     whole, cut = checkpoint(tmp_path / "whole", final), checkpoint(tmp_path / "cut", final)
@@ -78,7 +78,7 @@ def three_checkpoints(trained, tmp_path) -> Path:
 def test_a_truncated_checkpoint_is_named_and_eval_fails_cleanly(three_checkpoints):
     newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
     newest.write_bytes(newest.read_bytes()[:1000])
-    result = jab("eval", "--run", "run", cwd=three_checkpoints, check=False)
+    result = jab_here("eval", "--run", "run", cwd=three_checkpoints, check=False)
     assert result.returncode == 2
     assert "step-00000300.npz" in result.stderr and "corrupted" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -87,7 +87,7 @@ def test_a_truncated_checkpoint_is_named_and_eval_fails_cleanly(three_checkpoint
 def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
     newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
     newest.write_bytes(b"garbage")
-    result = jab("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
+    result = jab_here("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
     assert "step-00000300.npz" in result.stdout and "falling back" in result.stdout
     assert "Resuming run from step 200" in " ".join(result.stdout.split())
     steps = [
@@ -104,7 +104,7 @@ def test_a_corrupt_metrics_line_mid_file_loses_no_other_records_on_resume(three_
     (run / "metrics.jsonl").write_text(
         "".join(f"{line}\n" for line in [before[0], bad, *before[2:]])
     )
-    jab("train", "--resume", "run", "--steps", "350", cwd=three_checkpoints)
+    jab_here("train", "--resume", "run", "--steps", "350", cwd=three_checkpoints)
     after = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     kept = [json.loads(line) for line in [before[0], *before[2:]]]
     assert after[: len(kept)] == kept  # every valid line, before and after the bad one
@@ -122,7 +122,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     (run / "metrics.jsonl").write_text('{"step": 50, "loss": 99.0}\n{"step": 100, "lo')
     (run / ".lock").write_text("4242")
-    result = jab("train", "--resume", "run", cwd=tmp_path)
+    result = jab_here("train", "--resume", "run", cwd=tmp_path)
     assert "Resuming run from step 0" in " ".join(result.stdout.split())
     records = metrics(run)
     assert [r["step"] for r in records] == [50, 100]
@@ -165,7 +165,7 @@ def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
         fcntl.flock(held, fcntl.LOCK_EX)  # as a jab process training into it holds it
         held.write("4242")
         held.flush()
-        result = jab(
+        result = jab_here(
             "train", "--resume", "run", "--steps", "400", cwd=three_checkpoints, check=False
         )
     assert result.returncode == 2
@@ -178,13 +178,13 @@ def test_a_lock_file_left_behind_never_blocks_a_run(three_checkpoints):
     dead.wait()
     for pid in (dead.pid, 1):
         (three_checkpoints / "run/.lock").write_text(str(pid))
-        jab("resume", "run", "--steps", str(350 if pid != 1 else 400), cwd=three_checkpoints)
+        jab_here("resume", "run", "--steps", str(350 if pid != 1 else 400), cwd=three_checkpoints)
         assert not (three_checkpoints / "run/.lock").exists()
 
 
 def test_an_extended_run_that_is_interrupted_resumes_to_its_new_target(tmp_path):
     # Evaluated only at its last step, so nothing stops it early.
-    jab(
+    jab_here(
         "train",
         *TINY,
         "--steps",
@@ -203,13 +203,13 @@ def test_an_extended_run_that_is_interrupted_resumes_to_its_new_target(tmp_path)
     assert 100 < stopped_at < 1000
     hint = " ".join(out.split()).split("Resume with: ")[1].split()
     assert hint[:3] == ["jab", "train", "--resume"]
-    result = jab(*hint[1:], cwd=tmp_path)
+    result = jab_here(*hint[1:], cwd=tmp_path)
     assert f"Resuming run from step {stopped_at}" in " ".join(result.stdout.split())
     assert newest_step(tmp_path / "run") == 1000
 
 
 def test_a_diverging_loss_stops_with_the_step_and_a_hint(tmp_path):
-    result = jab(
+    result = jab_here(
         "train",
         *TINY,
         "--steps",
@@ -233,8 +233,8 @@ def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
         ["train", *LONG, "--out", "run"], tmp_path, Path("run"), 5, signal.SIGKILL
     )
     assert code == -signal.SIGKILL
-    jab("eval", "--run", "run", "--samples", "50", cwd=tmp_path)
-    result = jab("train", "--resume", "run", cwd=tmp_path)
+    jab_here("eval", "--run", "run", "--samples", "50", cwd=tmp_path)
+    result = jab_here("train", "--resume", "run", cwd=tmp_path)
     assert "Resuming run from step" in " ".join(result.stdout.split())
 
 
@@ -416,19 +416,19 @@ def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:
 def test_jab_runs_lists_a_run_with_a_truncated_checkpoint_instead_of_crashing(three_checkpoints):
     newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
     newest.write_bytes(newest.read_bytes()[:1000])
-    (row,) = json.loads(jab("runs", ".", "--json", cwd=three_checkpoints).stdout)
+    (row,) = json.loads(jab_here("runs", ".", "--json", cwd=three_checkpoints).stdout)
     assert row["run"] == "run" and row["step"] == 300 and row["parameters"] is None
 
 
 def test_junk_with_a_matching_checksum_is_corrupted_and_resume_falls_back(three_checkpoints):
     with_sha256(three_checkpoints / "run/checkpoints", "step-00000300.npz", b"PK\x03\x04junk")
     for command in (["eval", "--run", "run"], ["predict", "--run", "run", "012"]):
-        result = jab(*command, cwd=three_checkpoints, check=False)
+        result = jab_here(*command, cwd=three_checkpoints, check=False)
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip().endswith(
             "step-00000300.npz is corrupted (not a checkpoint file)"
         )
-    resumed = jab("resume", "run", "--steps", "400", cwd=three_checkpoints)
+    resumed = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints)
     assert "Resuming run from step 200" in " ".join(resumed.stdout.split())
 
 
@@ -445,7 +445,7 @@ def test_damaged_runs_and_groups_are_listed_as_damaged_with_the_reason(three_che
     (root / "runs/bad-manifest/checkpoints/manifest.json").write_text("{")
     (root / "runs/group-bad/group.json").write_text("garbage")
     (root / "runs/group-missing-seed/group.json").write_text('{"format": 1, "seeds": [0, 1]}')
-    rows = {r["run"]: r["state"] for r in json.loads(jab("runs", "--json", cwd=root).stdout)}
+    rows = {r["run"]: r["state"] for r in json.loads(jab_here("runs", "--json", cwd=root).stdout)}
     assert rows["runs/empty-config"].startswith("damaged: ")
     assert (
         rows["runs/bad-manifest"].startswith("damaged: ")
@@ -455,16 +455,16 @@ def test_damaged_runs_and_groups_are_listed_as_damaged_with_the_reason(three_che
         rows["runs/group-bad"] == "damaged: runs/group-bad/group.json is corrupted (not valid JSON)"
     )
     assert "runs/group-missing-seed/seed-1 is missing" in rows["runs/group-missing-seed"]
-    shown = jab("runs", cwd=root).stdout
+    shown = jab_here("runs", cwd=root).stdout
     assert "damaged" in shown
-    curves = jab("curves", "runs/group-missing-seed", cwd=root, check=False)
+    curves = jab_here("curves", "runs/group-missing-seed", cwd=root, check=False)
     assert "runs/group-missing-seed/seed-1 is missing" in curves.stderr
 
 
 def test_a_lost_manifest_never_lets_a_resume_overwrite_the_checkpoints_beside_it(three_checkpoints):
     (three_checkpoints / "run/checkpoints/manifest.json").unlink()
     before = (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes()
-    result = jab("resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
+    result = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
     assert result.returncode == 2
     assert "manifest.json is missing, but" in result.stderr and "step-00000200.npz" in result.stderr
     assert (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes() == before
@@ -480,7 +480,7 @@ def test_resuming_a_run_being_trained_says_only_that_it_is_busy(three_checkpoint
         fcntl.flock(held, fcntl.LOCK_EX)
         held.write("4242")
         held.flush()
-        result = jab("resume", "run", cwd=three_checkpoints, check=False)
+        result = jab_here("resume", "run", cwd=three_checkpoints, check=False)
     assert result.returncode == 2 and result.stdout == ""
     assert (
         result.stderr.strip()

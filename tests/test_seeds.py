@@ -4,13 +4,11 @@ a group folder with one complete run per seed, and every report shows the spread
 import io
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from jabrun import TINY, env, interrupt_after, jab
+from jabrun import TINY, interrupt_after, jab_here
 
 GROUP = [*TINY, "--seeds", "3", "--steps", "150", "--set", "train.log_every=25"]
 
@@ -34,7 +32,7 @@ def arrays(run: Path) -> dict[str, np.ndarray]:
 def group(tmp_path_factory):
     """A folder holding `g`: a group of 3 tiny copy models (seeds 0-2) trained together."""
     cwd = tmp_path_factory.mktemp("seeds")
-    jab("train", *GROUP, "--out", "g", cwd=cwd)
+    jab_here("train", *GROUP, "--out", "g", cwd=cwd)
     return cwd
 
 
@@ -55,11 +53,11 @@ def test_a_group_holds_one_complete_run_per_seed_each_trained_differently(group)
     assert not np.array_equal(first[0][name], first[1][name])
     for n, run in enumerate(seeds):  # each seed is a plain run of its own
         assert f"seed: {n}" in (run / "config.yaml").read_text()
-        jab("predict", "0123", "--run", run, cwd=group)
+        jab_here("predict", "0123", "--run", run, cwd=group)
 
 
 def test_seeds_1_trains_bitwise_the_run_without_seeds(trained, tmp_path):
-    jab("train", *TINY, "--steps", "300", "--seeds", "1", "--out", "one", cwd=tmp_path)
+    jab_here("train", *TINY, "--steps", "300", "--seeds", "1", "--out", "one", cwd=tmp_path)
     assert records(tmp_path / "one") == records(trained / "runs/tiny")
     plain, one = arrays(trained / "runs/tiny"), arrays(tmp_path / "one")
     assert plain.keys() == one.keys()
@@ -75,7 +73,7 @@ def test_a_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_
     )
     assert code == 130, err
     assert len(records(tmp_path / "cut/seed-2")) < 6  # it really stopped part-way
-    resumed = jab("resume", "cut", cwd=tmp_path)
+    resumed = jab_here("resume", "cut", cwd=tmp_path)
     assert "Resuming cut from step" in resumed.stdout
     for n in range(3):
         whole, cut = group / "g" / f"seed-{n}", tmp_path / "cut" / f"seed-{n}"
@@ -85,27 +83,31 @@ def test_a_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_
 
 
 def test_eval_of_a_group_reports_the_median_and_every_seed(group):
-    result = json.loads(jab("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout)
+    result = json.loads(
+        jab_here("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout
+    )
     seeds = [one["seq_acc"] for one in result["seeds"]]
     assert [Path(one["run"]).name for one in result["seeds"]] == ["seed-0", "seed-1", "seed-2"]
     assert result["seq_acc"] == float(np.median(seeds))
     assert result["seq_acc_range"] == [min(seeds), max(seeds)]
     assert set(result["per_length"]) == {str(n) for n in range(1, 6)}
     one = json.loads(
-        jab("eval", "--run", "g/seed-1", "--samples", "100", "--json", cwd=group).stdout
+        jab_here("eval", "--run", "g/seed-1", "--samples", "100", "--json", cwd=group).stdout
     )
     assert one["seq_acc"] == seeds[1] and "seeds" not in one
 
 
 def test_eval_and_compare_print_a_groups_median_and_spread(group):
-    shown = jab("compare", "g", "g/seed-0", "--lengths", "1-6", "--samples", "20", cwd=group).stdout
+    shown = jab_here(
+        "compare", "g", "g/seed-0", "--lengths", "1-6", "--samples", "20", cwd=group
+    ).stdout
     assert "3 seeds" in shown and "median [min-max]" in shown
-    shown = jab("eval", "--run", "g", "--samples", "100", cwd=group).stdout
+    shown = jab_here("eval", "--run", "g", "--samples", "100", cwd=group).stdout
     assert "median [min-max] over seeds" in shown and "seed-2" in shown
 
 
 def test_runs_lists_a_group_as_one_row_with_each_seeds_best(group):
-    (row,) = json.loads(jab("runs", ".", "--json", cwd=group).stdout)
+    (row,) = json.loads(jab_here("runs", ".", "--json", cwd=group).stdout)
     assert (row["run"], row["seeds"], row["step"], row["steps"]) == ("g", 3, 150, 150)
     assert len(row["best_eval_seq_acc"]) == 3
 
@@ -119,7 +121,7 @@ def test_seeds_that_share_no_checkpoint_step_are_refused_and_nothing_is_deleted(
         manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["step"] == keep]
         path.write_text(json.dumps(manifest))
     before = sorted(p.name for p in (tmp_path / "g").rglob("*.npz"))
-    result = jab("resume", "g", "--steps", "300", cwd=tmp_path, check=False)
+    result = jab_here("resume", "g", "--steps", "300", cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert "share no checkpoint step (seed-0: 150; seed-1: 100; seed-2: 100, 150)" in result.stderr
     assert sorted(p.name for p in (tmp_path / "g").rglob("*.npz")) == before
@@ -127,7 +129,7 @@ def test_seeds_that_share_no_checkpoint_step_are_refused_and_nothing_is_deleted(
 
 
 def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
-    result = jab("predict", "0123", "--run", "g", cwd=group, check=False)
+    result = jab_here("predict", "0123", "--run", "g", cwd=group, check=False)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "jab: error: g is a group of 3 seeds; name one of them, for example g/seed-0"
@@ -143,17 +145,19 @@ def test_a_group_given_where_one_run_is_needed_names_a_seed(group):
     ],
 )
 def test_a_bad_number_of_seeds_is_one_line_and_writes_nothing(tmp_path, seeds, message):
-    result = jab("train", *TINY, "--seeds", seeds, "--out", "never", cwd=tmp_path, check=False)
+    result = jab_here("train", *TINY, "--seeds", seeds, "--out", "never", cwd=tmp_path, check=False)
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "never").exists()
 
 
 def test_eval_of_a_group_shows_the_mistakes_of_each_seed_that_made_some(group):
-    result = json.loads(jab("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout)
+    result = json.loads(
+        jab_here("eval", "--run", "g", "--samples", "100", "--json", cwd=group).stdout
+    )
     wrong = [Path(one["run"]).name for one in result["seeds"] if one["mistakes"]]
     assert wrong, "the tiny group should make mistakes after 150 steps"
-    shown = jab("eval", "--run", "g", "--samples", "100", cwd=group).stdout
+    shown = jab_here("eval", "--run", "g", "--samples", "100", cwd=group).stdout
     assert all(f"Some mistakes of {name}" in shown for name in wrong)
     assert "No mistakes." not in shown
 
@@ -161,7 +165,7 @@ def test_eval_of_a_group_shows_the_mistakes_of_each_seed_that_made_some(group):
 def test_compare_tells_apart_runs_whose_folders_end_alike(group, tmp_path):
     shutil.copytree(group / "g", tmp_path / "a")
     shutil.copytree(group / "g", tmp_path / "b")
-    shown = jab("compare", "a/seed-0", "b/seed-0", "--lengths", "2-3", "--samples", "5",
+    shown = jab_here("compare", "a/seed-0", "b/seed-0", "--lengths", "2-3", "--samples", "5",
                 cwd=tmp_path).stdout  # fmt: skip
     assert "a/seed-0" in shown and "b/seed-0" in shown
 
@@ -169,12 +173,7 @@ def test_compare_tells_apart_runs_whose_folders_end_alike(group, tmp_path):
 @pytest.mark.parametrize("columns", ["80", "40"])
 def test_a_groups_tables_at_narrow_widths_cut_and_split_no_figure(group, columns):
     def shown(*args) -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "jabcli", *args],
-            cwd=group, env={**env(), "COLUMNS": columns}, capture_output=True, text=True,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        return result.stdout
+        return jab_here(*args, cwd=group, columns=int(columns)).stdout
 
     out = shown("eval", "--run", "g", "--lengths", "4-6", "--force-length", "--samples", "20")
     result = json.loads(
@@ -199,7 +198,7 @@ def test_a_group_resume_says_which_step_it_resumes_from_and_what_it_drops(group,
     manifest = json.loads(path.read_text())
     manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["step"] != 150]
     path.write_text(json.dumps(manifest))
-    resumed = " ".join(jab("resume", "g", "--steps", "175", cwd=tmp_path).stdout.split())
+    resumed = " ".join(jab_here("resume", "g", "--steps", "175", cwd=tmp_path).stdout.split())
     assert (
         "resuming from step 100, the newest step at which every seed has a checkpoint; "
         "g/seed-1's checkpoints at step(s) 150 are dropped"
