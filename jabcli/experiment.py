@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jabcli import config as configuration
 from jabcli.config import FILE_PREFIX, Config, TaskConfig, data_path
@@ -24,7 +23,7 @@ from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.positions import PositionalScheme, get_scheme
 from jabcli.tasks import TASKS, Batch, Task, task_class
-from jabcli.tokenizer import HINTS, PAD_ID, Tokenizer
+from jabcli.tokenizer import HINTS, Tokenizer
 
 DATA_SUFFIXES = (".tsv", ".jsonl")
 
@@ -70,10 +69,6 @@ class Experiment:
         return experiment
 
     @property
-    def coupled(self) -> bool:
-        return self.tgt_scheme.coupled
-
-    @property
     def packs(self) -> bool:
         """Whether training packs two examples per row (packing.py): asked for, and the
         task draws its own lengths."""
@@ -91,10 +86,7 @@ class Experiment:
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
         needed = self.task.positions_needed(max_len)
-        if self.coupled:
-            # Alignment indices run up to the longest answer (and <eos> step) or source.
-            needed = self.tgt_scheme.positions_needed(needed)
-        return needed
+        return max(scheme.positions_needed(needed) for scheme in (self.src_scheme, self.tgt_scheme))
 
     def longest_input(self) -> int:
         """The most symbols an input may have: what the model's positions (and, with
@@ -135,32 +127,10 @@ class Experiment:
     def positions(
         self, key: jax.Array, src: jax.Array, tgt_len: int
     ) -> tuple[jax.Array, jax.Array]:
-        """The positions the model reads for sources [B, S] and targets [B, tgt_len].
-
-        A randomized draw takes, per sequence, as many as its source needs (its tokens +
-        <eos>) and as many as the longest answer that source can have: never the actual
-        answer's length, which would tell the decoder when to stop. Coupled positions
-        follow the task's alignment, from the source alone.
-        """
+        """The positions the model reads for sources [B, S] and targets [B, tgt_len], as
+        the decoder's scheme pairs them with the encoder's (`pair_positions`)."""
         limit = self.config.model.max_positions
-        if self.coupled:
-            source, answer = self.task.alignment(src, tgt_len)
-            return self.tgt_scheme.couple(key, source, answer, limit)
-        if max(src.shape[1], tgt_len) > limit:  # shapes are static: checked while tracing
-            raise JabError(
-                f"sequences of {max(src.shape[1], tgt_len)} tokens do not fit "
-                f"model.max_positions = {limit}"
-            )
-        src_counts = jnp.sum(src != PAD_ID, axis=1)
-        tgt_counts = jnp.minimum(self.task.answer_tokens(self.task.symbol_counts(src)) + 1, limit)
-        # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        longest = self.decoder_length_for(src.shape[1])
-        wide = min(max(tgt_len, longest), limit)
-        src_key, tgt_key = jax.random.split(key)
-        return (
-            self.src_scheme.draw(src_key, src_counts, src.shape[1], limit),
-            self.tgt_scheme.draw(tgt_key, tgt_counts, wide, limit)[:, :tgt_len],
-        )
+        return self.tgt_scheme.pair_positions(key, self.src_scheme, self.task, src, tgt_len, limit)
 
 
 def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
@@ -172,22 +142,8 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
     tgt = get_scheme(m.tgt_pos_encoding, "model.tgt_pos_encoding") if m.tgt_pos_encoding else both
     for scheme in {src.name: src, tgt.name: tgt}.values():
         scheme.check(m.d_model, m.num_heads)
-    if (src.coupled or tgt.coupled) and src is not tgt:
-        raise JabError(
-            f"coupled positions couple the two sides: set model.pos_encoding="
-            f"{src.name if src.coupled else tgt.name}, not one side's encoding"
-        )
-    if tgt.coupled and task.index_hints:
-        raise JabError(
-            "task.index_hints and coupled positions cannot be combined: coupling gives the "
-            "model the alignment that hints make it find"
-        )
-    if tgt.coupled and not task.aligned:
-        aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
-        raise JabError(
-            f"task {config.task.name} does not say which input symbol each answer symbol "
-            f"reads, so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
-        )
+    src.check_pair(tgt, task)
+    tgt.check_pair(src, task)
     return src, tgt
 
 

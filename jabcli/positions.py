@@ -68,12 +68,18 @@ A new scheme is one subclass here and one entry in SCHEMES.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jabcli.errors import JabError
+from jabcli.tokenizer import PAD_ID
+
+if TYPE_CHECKING:
+    from jabcli.tasks import Task
 
 
 class PositionalScheme:
@@ -109,10 +115,46 @@ class PositionalScheme:
         """[B, width] positions for rows that need `counts[b]` of them: 0, 1, 2, ..."""
         return counting(counts.shape[0], width)
 
-    @property
-    def coupled(self) -> bool:
-        """True when positions come from the task's alignment (`couple`), not `draw`."""
-        return False
+    def check_pair(self, other: PositionalScheme, task: Task) -> None:
+        """Raise a JabError when this scheme cannot work with `other` on the model's
+        other side, or with `task` (both sides are asked)."""
+
+    def positions_needed(self, needed: int) -> int:
+        """Positions a sequence takes under this scheme when its longer side (source or
+        answer, with its <eos>) is `needed` tokens long."""
+        return needed
+
+    def pair_positions(
+        self,
+        key: jax.Array,
+        source_scheme: PositionalScheme,
+        task: Task,
+        src: jax.Array,
+        tgt_len: int,
+        max_positions: int,
+    ) -> tuple[jax.Array, jax.Array]:
+        """The positions the model reads for sources [B, S] and answers [B, tgt_len],
+        asked of the decoder's scheme: by default each side draws its own (`draw`).
+
+        A randomized draw takes, per sequence, as many as its source needs (its tokens +
+        <eos>) and as many as the longest answer that source can have: never the actual
+        answer's length, which would tell the decoder when to stop.
+        """
+        if max(src.shape[1], tgt_len) > max_positions:  # static shapes: checked while tracing
+            raise JabError(
+                f"sequences of {max(src.shape[1], tgt_len)} tokens do not fit "
+                f"model.max_positions = {max_positions}"
+            )
+        src_counts = jnp.sum(src != PAD_ID, axis=1)
+        tgt_counts = jnp.minimum(task.answer_tokens(task.symbol_counts(src)) + 1, max_positions)
+        # Wide enough for every row's whole draw, which is then cut to tgt_len.
+        longest = task.answer_tokens(task.symbols_in(src.shape[1] - 1)) + 1
+        wide = min(max(tgt_len, longest), max_positions)
+        src_key, tgt_key = jax.random.split(key)
+        return (
+            source_scheme.draw(src_key, src_counts, src.shape[1], max_positions),
+            self.draw(tgt_key, tgt_counts, wide, max_positions)[:, :tgt_len],
+        )
 
     def cross_attention(self) -> PositionalScheme:
         """The scheme of cross-attention, between answer steps and source tokens."""
@@ -226,20 +268,41 @@ def distance_bias(
 DISTANCE = Distance()
 
 
-class Coupled(PositionalScheme):
+class Coupled(Distance):
+    """Positions from the task's alignment, on both sides at once; every attention,
+    self-attention too, biased by distance (so what a step attends to is the same at any
+    length)."""
+
     name = "coupled"
     first = 2  # data positions start here; 0 is <eos> and separators, 1 is index -1
 
-    @property
-    def coupled(self):
-        return True
-
-    def score_bias(self, query_positions, key_positions, num_heads, causal):
-        # Self-attention is local too: what a step attends to is the same at any length.
-        return DISTANCE.score_bias(query_positions, key_positions, num_heads, causal)
-
     def cross_attention(self):
         return DISTANCE
+
+    def check_pair(self, other, task):
+        if other is not self:
+            raise JabError(
+                f"coupled positions couple the two sides: set model.pos_encoding={self.name}, "
+                "not one side's encoding"
+            )
+        if task.index_hints:
+            raise JabError(
+                "task.index_hints and coupled positions cannot be combined: coupling gives "
+                "the model the alignment that hints make it find"
+            )
+        if not task.aligned:
+            from jabcli.tasks import TASKS
+
+            aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
+            raise JabError(
+                f"task {task.name} does not say which input symbol each answer symbol reads, "
+                f"so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
+            )
+
+    def pair_positions(self, key, source_scheme, task, src, tgt_len, max_positions):
+        """Both sides from the task's alignment, known from the source alone."""
+        source, answer = task.alignment(src, tgt_len)
+        return self.couple(key, source, answer, max_positions)
 
     def couple(
         self, key: jax.Array, source: jax.Array, answer: jax.Array, max_positions: int
@@ -260,9 +323,9 @@ class Coupled(PositionalScheme):
         """s per sequence [B], given the room [B] its positions leave."""
         return room // 2
 
-    def positions_needed(self, span: int) -> int:
-        """Positions that alignment indices 0 .. span - 1 need."""
-        return self.first + span
+    def positions_needed(self, needed):
+        # Alignment indices run up to the longest answer (and its <eos> step) or source.
+        return self.first + needed
 
 
 class CoupledSinusoidal(Coupled):
@@ -273,8 +336,8 @@ class CoupledSinusoidal(Coupled):
     def start(self, key, room):
         return jax.random.randint(key, room.shape, self.margin, jnp.maximum(room, self.margin) + 1)
 
-    def positions_needed(self, span):
-        return super().positions_needed(span) + self.margin
+    def positions_needed(self, needed):
+        return super().positions_needed(needed) + self.margin
 
 
 SCHEMES: dict[str, PositionalScheme] = {

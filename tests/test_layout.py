@@ -81,3 +81,18 @@ def test_the_code_passes_the_projects_lint_and_format():
             text=True,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_experiment_names_no_positional_scheme_every_scheme_is_one_class_and_one_entry():
+    from jabcli import positions
+
+    kinds = {
+        name
+        for name, value in vars(positions).items()
+        if isinstance(value, type) and issubclass(value, positions.PositionalScheme)
+    } - {"PositionalScheme"}
+    source = (PACKAGE / "experiment.py").read_text()
+    assert kinds and not [kind for kind in kinds if re.search(rf"\b{kind}\b", source)]
+    assert not re.search(r"\.coupled\b", source)  # what a scheme does is its own business
+    registered = {type(scheme).__name__ for scheme in positions.SCHEMES.values()}
+    assert registered <= kinds and len(positions.SCHEMES) == len(registered)
