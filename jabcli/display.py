@@ -43,6 +43,7 @@ from jabcli.plots import Plot, study_plot
 from jabcli.runs import atomic_write
 from jabcli.runtime import Lazy
 from jabcli.session import Observer, Outcome
+from jabcli.tokenizer import is_hint_token
 
 np = Lazy("numpy")  # for heatmaps and medians only: `jab tasks` need not import it
 
@@ -587,13 +588,9 @@ def legend() -> Text:
 def label(token: str, narrow: bool = False) -> str:
     """A token as a heatmap labels it; `narrow`: in two characters, an index hint [k]
     by the last two digits of k."""
-    if narrow and is_hint(token):
+    if narrow and is_hint_token(token):
         return token[1:-1][-2:]
     return {"<pad>": "·", "<bos>": "^", "<eos>": "$"}.get(token, token)
-
-
-def is_hint(token: str) -> bool:
-    return len(token) > 2 and token[0] == "[" and token[-1] == "]"
 
 
 @dataclass
@@ -609,7 +606,7 @@ class AttentionView:
         yield Text(self.title, style="bold")
         yield Columns(self.panels, padding=(0, 1))
         yield legend()
-        hints = any(is_hint(token) for token in self.tokens)
+        hints = any(is_hint_token(token) for token in self.tokens)
         yield Text(
             "rows: queries, columns: keys; ^ = <bos>, $ = <eos>"
             + ("; index hint [k] heads a column as k's last two digits" if hints else ""),

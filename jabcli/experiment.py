@@ -22,7 +22,7 @@ from jabcli.datafile import DataFile, FileTask
 from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.positions import PositionalScheme, get_scheme
-from jabcli.tasks import TASKS, Batch, Task, task_class
+from jabcli.tasks import TASKS, Batch, Hinted, Task, task_class
 from jabcli.tokenizer import HINTS, Tokenizer
 
 DATA_SUFFIXES = (".tsv", ".jsonl")
@@ -49,8 +49,6 @@ class Experiment:
         t, m = config.task, config.model
         tokenizer = tokenizer or (Tokenizer.with_hints() if t.index_hints else Tokenizer())
         task = build_task(t, tokenizer, data)
-        if t.index_hints:
-            check_hints(t.name, task, tokenizer)
         if t.alphabet and t.alphabet != task.alphabet:
             raise JabError(
                 f"task {t.name} always uses the alphabet {task.alphabet!r}; "
@@ -166,11 +164,16 @@ def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None
         if data is None or data.path != path:
             data = DataFile.read(path, tokenizer)
         trained = (t.min_len, t.max_len)
-        return FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out, trained=trained)
-    cls = task_class(t.name)
-    options = {name: getattr(t, name) for name in cls.options()}
-    alphabet = "" if cls.fixed_alphabet else t.alphabet
-    return cls(alphabet=alphabet, tokenizer=tokenizer, **options)
+        task = FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out, trained=trained)
+    else:
+        cls = task_class(t.name)
+        options = {name: getattr(t, name) for name in cls.options()}
+        alphabet = "" if cls.fixed_alphabet else t.alphabet
+        task = cls(alphabet=alphabet, tokenizer=tokenizer, **options)
+    if t.index_hints:  # the task, wrapped: index hints are no task's own business
+        check_hints(t.name, task, tokenizer)
+        return Hinted(task=task)
+    return task
 
 
 def resolve(

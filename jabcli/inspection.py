@@ -204,11 +204,10 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
         experiment.task.check_input(clean(text))
     longest = max(map(len, rows))
     experiment.check_length(longest, f"an input of length {longest}")
-    if experiment.task.index_hints:
-        import jax
+    import jax
 
-        key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
-        rows = experiment.task.hint_sources(rows, key)
+    key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
+    rows = experiment.task.model_sources(rows, key)
     batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training

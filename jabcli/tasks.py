@@ -41,18 +41,13 @@ class Task:
     uniform strings override `sample_lengths` (addition) or `sample` and `held_out_batch`
     (pairs read from a file). `output_length` is the one description of how long an
     answer can be: decoder length, positions needed and randomized draws follow from it
-    (through `answer_tokens` and `source_tokens`, which count index hints too).
-
-    With `index_hints` (after Zhou et al. 2024), every source symbol is preceded by an
-    index hint, increasing along the source (`hinted`), and every answer symbol by the
-    hint of the source symbol it is: the model is not told where to read, it writes the
-    index itself and finds it in the input. Only tasks that define `reads` have it.
+    (through `answer_tokens` and `source_tokens`, which `Hinted` doubles).
     """
 
     alphabet: str = ""  # what sources are drawn from; "" means `default_alphabet`
     tokenizer: Tokenizer = field(default_factory=Tokenizer, compare=False, repr=False)
-    index_hints: bool = False
 
+    index_hints: ClassVar[bool] = False  # whether symbols come with index hints (Hinted)
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     default_alphabet: ClassVar[str] = "0123456789"
@@ -90,21 +85,20 @@ class Task:
 
     def source_tokens(self, length):
         """The tokens of a source of `length` symbols, before its <eos>."""
-        return 2 * length if self.index_hints else length
+        return length
 
     def answer_tokens(self, length):
         """The tokens of the longest answer to a source of `length` symbols, before its
-        <eos>: `output_length`, and with index hints a hint before each symbol."""
-        return 2 * self.output_length(length) if self.index_hints else self.output_length(length)
+        <eos>."""
+        return self.output_length(length)
 
     def symbols_in(self, tokens: int) -> int:
         """The most symbols a source of `tokens` tokens (before its <eos>) holds."""
-        return tokens // 2 if self.index_hints else tokens
+        return tokens
 
     def symbol_counts(self, src: jax.Array) -> jax.Array:
-        """[batch] the symbols of each source in a batch (hints not counted)."""
-        counts = source_lengths(src)
-        return counts // 2 if self.index_hints else counts
+        """[batch] the symbols of each source in a batch."""
+        return source_lengths(src)
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need: the longer of
@@ -116,17 +110,10 @@ class Task:
         """Whether the task can have index hints: each answer symbol is an input symbol."""
         return type(self).reads is not Task.reads
 
-    def hint_sources(self, rows: list[list[int]], key: jax.Array) -> list[list[int]]:
-        """Users' source ids, with index hints (if the task has them) drawn from `key`
-        as training and evaluation draw them."""
-        if not self.index_hints:
-            return rows
-        lengths = jnp.asarray([len(row) for row in rows])
-        hints = self.tokenizer.hint_start + draw_hints(key, lengths, max(map(len, rows)))
-        return [
-            [token for hint, i in zip(drawn, row) for token in (hint, i)]
-            for drawn, row in zip(hints.tolist(), rows)
-        ]
+    def model_sources(self, rows: list[list[int]], key: jax.Array) -> list[list[int]]:
+        """Users' source ids as the model reads them (`Hinted` adds index hints, drawn
+        from `key` as training and evaluation draw them)."""
+        return rows
 
     def targets(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Source ids [batch, max_len] (padded with <pad>) -> target ids and lengths."""
@@ -176,36 +163,19 @@ class Task:
 
     def sample_lengths(self, key: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         """Sources of the given lengths [batch], each at most `max_len`, symbols uniform."""
-        if self.index_hints:
-            key, hint_key = jax.random.split(key)
+        tokens, target, target_lengths = self.sample_symbols(key, lengths, max_len)
+        return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
+
+    def sample_symbols(
+        self, key: jax.Array, lengths: jax.Array, max_len: int
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Sources of the given lengths [batch, max_len] (symbols uniform, <pad> after),
+        their targets and the targets' lengths."""
         symbol_ids = self.symbol_ids
         choice = jax.random.randint(key, (lengths.shape[0], max_len), 0, symbol_ids.shape[0])
         valid = jnp.arange(max_len)[None, :] < lengths[:, None]
         tokens = jnp.where(valid, symbol_ids[choice], PAD_ID)
-        target, target_lengths = self.targets(tokens, lengths)
-        if self.index_hints:
-            return self.hinted(hint_key, tokens, lengths, target, target_lengths, max_len)
-        return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
-
-    def hinted(
-        self,
-        key: jax.Array,
-        tokens: jax.Array,
-        lengths: jax.Array,
-        target: jax.Array,
-        target_lengths: jax.Array,
-        max_len: int,
-    ) -> Batch:
-        """`assemble` with index hints (`draw_hints`) before the source symbols [B, max_len];
-        each answer symbol in `target` [B, W] gets the hint of the source symbol it reads."""
-        hints = self.tokenizer.hint_start + draw_hints(key, lengths, max_len)
-        read = self.reads(columns(target), lengths[:, None])
-        answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
-        source = interleave(hints, tokens, lengths)
-        answer = interleave(answer_hints, target, target_lengths)
-        return assemble(
-            source, 2 * lengths, answer, 2 * target_lengths, self.answer_tokens(max_len) + 1
-        )
+        return (tokens, *self.targets(tokens, lengths))
 
 
 def assemble(
@@ -468,6 +438,81 @@ def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
     lead = jax.random.randint(jax.random.fold_in(key, 1), (lengths.shape[0],), 1, 10)
     digits = digits.at[:, 0].set(jnp.where(lengths > 1, lead, digits[:, 0]))
     return jnp.where(columns(digits) < lengths[:, None], digits, 0)
+
+
+@dataclass(frozen=True)
+class Hinted(Task):
+    """A task with index hints (`task.index_hints`, after Zhou et al. 2024), wrapping the
+    task it hints: every source symbol is preceded by an index hint, increasing along
+    the source (`draw_hints`), and every answer symbol by the hint of the source symbol
+    it is. The model is not told where to read: it writes the index itself and finds it
+    in the input. Only tasks whose answer symbols are input symbols (`reads`) take it.
+    Everything else is the wrapped task's."""
+
+    task: Task = field(default_factory=Copy)
+
+    index_hints: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "alphabet", self.task.alphabet)
+        object.__setattr__(self, "tokenizer", self.task.tokenizer)
+
+    name = property(lambda self: self.task.name)
+    description = property(lambda self: self.task.description)
+    min_length = property(lambda self: self.task.min_length)
+
+    def solve(self, text):
+        return self.task.solve(text)
+
+    def check_input(self, text):
+        self.task.check_input(text)
+
+    def check_lengths(self, min_len, max_len):
+        self.task.check_lengths(min_len, max_len)
+
+    def output_length(self, length):
+        return self.task.output_length(length)
+
+    def targets(self, tokens, lengths):
+        return self.task.targets(tokens, lengths)
+
+    def reads(self, steps, lengths):
+        return self.task.reads(steps, lengths)
+
+    def source_tokens(self, length):
+        return 2 * length
+
+    def answer_tokens(self, length):
+        return 2 * self.output_length(length)
+
+    def symbols_in(self, tokens):
+        return tokens // 2
+
+    def symbol_counts(self, src):
+        return source_lengths(src) // 2
+
+    def model_sources(self, rows, key):
+        lengths = jnp.asarray([len(row) for row in rows])
+        hints = self.tokenizer.hint_start + draw_hints(key, lengths, max(map(len, rows)))
+        return [
+            [token for hint, i in zip(drawn, row) for token in (hint, i)]
+            for drawn, row in zip(hints.tolist(), rows)
+        ]
+
+    def sample_lengths(self, key, lengths, max_len):
+        """The wrapped task's sources and answers (drawn as it draws them), with index
+        hints (`draw_hints`) before the source symbols; each answer symbol gets the hint
+        of the source symbol it reads."""
+        key, hint_key = jax.random.split(key)
+        tokens, target, target_lengths = self.task.sample_symbols(key, lengths, max_len)
+        hints = self.tokenizer.hint_start + draw_hints(hint_key, lengths, max_len)
+        read = self.reads(columns(target), lengths[:, None])
+        answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
+        source = interleave(hints, tokens, lengths)
+        answer = interleave(answer_hints, target, target_lengths)
+        return assemble(
+            source, 2 * lengths, answer, 2 * target_lengths, self.answer_tokens(max_len) + 1
+        )
 
 
 TASKS: dict[str, type[Task]] = {

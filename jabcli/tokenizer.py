@@ -4,7 +4,7 @@ The special tokens come first, so their ids (0, 1, 2) can never collide with dat
 (tensor2tensor once shipped exactly that bug). Data characters follow in code-point
 order, so sorting ids sorts the characters. A run with `task.index_hints` has the
 index hints after them: HINTS tokens [0], [1], ... that jab writes before each symbol
-(see tasks.Task.index_hints), never typed by a user.
+(see tasks.Hinted), never typed by a user.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ SPECIALS = (PAD, BOS, EOS)
 DATA_CHARS = "".join(sorted("0123456789abcdefghijklmnopqrstuvwxyz+-*/=<>()#|_.,:;"))
 HINTS = 128  # index hints: inputs of up to this many symbols can carry them
 HINT_TOKENS = tuple(f"[{k}]" for k in range(HINTS))
+HINT_NAMES = frozenset(HINT_TOKENS)
 
 
 class Tokenizer:
@@ -81,6 +82,11 @@ class Tokenizer:
                 continue
             out.append(self.tokens[i])
         return "".join(out)
+
+
+def is_hint_token(token: str) -> bool:
+    """Whether a token, as text, is an index hint ([0], [1], ...)."""
+    return token in HINT_NAMES
 
 
 def clean(text: str) -> str:

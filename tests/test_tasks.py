@@ -8,7 +8,7 @@ import pytest
 from jabcli.errors import JabError
 from jabcli.experiment import resolve
 from jabcli.inspection import Loaded, default_lengths
-from jabcli.tasks import TASKS, draw_hints
+from jabcli.tasks import TASKS, Hinted, draw_hints
 from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
 # Every built-in task, and each option that changes its answers.
@@ -128,7 +128,7 @@ def test_only_tasks_whose_answers_are_input_symbols_declare_an_alignment():
 @pytest.mark.parametrize("name, options", ALIGNED, ids=lambda v: str(v) if v else "")
 def test_index_hints_number_the_input_and_each_answer_symbol_follows_its_own_hint(name, options):
     tok = Tokenizer.with_hints()
-    task = TASKS[name](tokenizer=tok, index_hints=True, **options)
+    task = Hinted(task=TASKS[name](tokenizer=tok, **options))
     batch = task.sample(jax.random.PRNGKey(3), 256, 1, 12)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     assert tgt_out.shape[1] == 2 * task.output_length(12) + 1
