@@ -162,7 +162,7 @@ class FileTask(Task):
             jnp.asarray(self.input_lengths)[rows],
             jnp.asarray(pad_to(self.outputs, tgt_len))[rows],
             jnp.asarray(self.output_lengths)[rows],
-            tgt_len + 1,
+            self.answer_width(max_len),
         )
 
 

@@ -100,10 +100,11 @@ def check_evaluation_memory(
     """Refuse an evaluation of `rows` sources whose held-out sample, answers and scored
     examples would not fit in memory."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
-    width = experiment.task.source_tokens(max_len) + 1 + 2 * experiment.decoder_length(max_len)
+    task = experiment.task
+    width = task.source_tokens(max_len) + 1 + 2 * task.answer_width(max_len)
     # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
     # example as text on the host, a few hundred bytes apiece.
-    per_row = 4 * 4 * width + 4 * experiment.decoder_length(max_len) + 400 + 8 * width
+    per_row = 4 * 4 * width + 4 * task.answer_width(max_len) + 400 + 8 * width
     memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
 
 

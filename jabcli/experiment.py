@@ -72,15 +72,6 @@ class Experiment:
         task draws its own lengths."""
         return self.config.train.pack and self.task.generated
 
-    def decoder_length(self, max_len: int) -> int:
-        """Target slots for sources of up to `max_len` symbols: longest answer + <eos>."""
-        return self.task.answer_tokens(max_len) + 1
-
-    def decoder_length_for(self, src_width: int) -> int:
-        """Target slots for a source batch `src_width` tokens wide (its <eos> and any
-        index hints included)."""
-        return self.decoder_length(self.task.symbols_in(src_width - 1))
-
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
         needed = self.task.positions_needed(max_len)

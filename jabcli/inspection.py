@@ -221,7 +221,7 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     from jabcli.decode import answer
 
     experiment = loaded.experiment
-    max_out = experiment.decoder_length_for(src.shape[1])
+    max_out = experiment.task.answer_width_for(src.shape[1])
     out, positions = answer(experiment, loaded.params, jax.random.PRNGKey(DECODE_KEY), src, max_out)
     return np.asarray(out), positions
 

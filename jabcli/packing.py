@@ -19,7 +19,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jabcli.tasks import Task
 from jabcli.tokenizer import PAD_ID
 
 
@@ -40,16 +39,6 @@ def paired_lengths(key: jax.Array, pairs: int, min_len: int, max_len: int) -> ja
     """[2 * pairs] source lengths: `pairs` uniform ones, then each one's complement."""
     first = jax.random.randint(key, (pairs,), min_len, max_len + 1)
     return jnp.concatenate([first, min_len + max_len - first])
-
-
-def widths(task: Task, min_len: int, max_len: int) -> tuple[int, int]:
-    """Source and target widths of a packed row: the most tokens (with each example's
-    <eos>) a pair of complementary lengths of the task's sources can need."""
-    total = min_len + max_len
-    pairs = [(n, total - n) for n in range(min_len, max_len + 1)]
-    source = max(int(task.source_tokens(a)) + int(task.source_tokens(b)) + 2 for a, b in pairs)
-    target = max(int(task.answer_tokens(a)) + int(task.answer_tokens(b)) + 2 for a, b in pairs)
-    return source, target
 
 
 def pack_rows(x: jax.Array, counts: jax.Array, width: int) -> tuple[jax.Array, jax.Array]:

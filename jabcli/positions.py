@@ -146,10 +146,9 @@ class PositionalScheme:
                 f"model.max_positions = {max_positions}"
             )
         src_counts = jnp.sum(src != PAD_ID, axis=1)
-        tgt_counts = jnp.minimum(task.answer_tokens(task.symbol_counts(src)) + 1, max_positions)
+        tgt_counts = jnp.minimum(task.answer_width(task.symbol_counts(src)), max_positions)
         # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        longest = task.answer_tokens(task.symbols_in(src.shape[1] - 1)) + 1
-        wide = min(max(tgt_len, longest), max_positions)
+        wide = min(max(tgt_len, task.answer_width_for(src.shape[1])), max_positions)
         src_key, tgt_key = jax.random.split(key)
         return (
             source_scheme.draw(src_key, src_counts, src.shape[1], max_positions),

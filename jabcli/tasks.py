@@ -83,6 +83,9 @@ class Task:
         """The longest answer to a source of `length` symbols (an int or an int array)."""
         return length
 
+    # The sequence layout: how many tokens, slots and positions `length` symbols take.
+    # Every count elsewhere (decoder slots, packed rows, positions, memory) asks these.
+
     def source_tokens(self, length):
         """The tokens of a source of `length` symbols, before its <eos>."""
         return length
@@ -100,10 +103,28 @@ class Task:
         """[batch] the symbols of each source in a batch."""
         return source_lengths(src)
 
+    def answer_width(self, length):
+        """Decoder slots for sources of up to `length` symbols (an int or an int array):
+        the longest answer and its <eos>."""
+        return self.answer_tokens(length) + 1
+
+    def answer_width_for(self, src_width: int) -> int:
+        """Decoder slots for a source batch `src_width` tokens wide (its <eos> included)."""
+        return self.answer_width(self.symbols_in(src_width - 1))
+
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need: the longer of
         source + <eos> and answer + <eos>."""
-        return max(self.source_tokens(max_len), self.answer_tokens(max_len)) + 1
+        return max(self.source_tokens(max_len) + 1, self.answer_width(max_len))
+
+    def packed_widths(self, min_len: int, max_len: int) -> tuple[int, int]:
+        """Source and target widths of a packed row (packing.py): the most tokens (with
+        each example's <eos>) a pair of complementary lengths of sources can need."""
+        total = min_len + max_len
+        pairs = [(n, total - n) for n in range(min_len, max_len + 1)]
+        source = max(int(self.source_tokens(a)) + int(self.source_tokens(b)) + 2 for a, b in pairs)
+        target = max(int(self.answer_width(a)) + int(self.answer_width(b)) for a, b in pairs)
+        return source, target
 
     @property
     def hintable(self) -> bool:
@@ -164,7 +185,7 @@ class Task:
     def sample_lengths(self, key: jax.Array, lengths: jax.Array, max_len: int) -> Batch:
         """Sources of the given lengths [batch], each at most `max_len`, symbols uniform."""
         tokens, target, target_lengths = self.sample_symbols(key, lengths, max_len)
-        return assemble(tokens, lengths, target, target_lengths, self.output_length(max_len) + 1)
+        return assemble(tokens, lengths, target, target_lengths, self.answer_width(max_len))
 
     def sample_symbols(
         self, key: jax.Array, lengths: jax.Array, max_len: int
@@ -410,7 +431,7 @@ class Addition(Task):
         sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
         order = i if self.reverse_answer else sum_len[:, None] - 1 - i
         answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.output_length(max_len)]
-        return assemble(tokens, lengths, answer, sum_len, self.output_length(max_len) + 1)
+        return assemble(tokens, lengths, answer, sum_len, self.answer_width(max_len))
 
     def alignment(self, src, width):
         """Digit k of each term (k = 0 least significant) and of the sum share index k.
@@ -510,9 +531,7 @@ class Hinted(Task):
         answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
         source = interleave(hints, tokens, lengths)
         answer = interleave(answer_hints, target, target_lengths)
-        return assemble(
-            source, 2 * lengths, answer, 2 * target_lengths, self.answer_tokens(max_len) + 1
-        )
+        return assemble(source, 2 * lengths, answer, 2 * target_lengths, self.answer_width(max_len))
 
 
 TASKS: dict[str, type[Task]] = {

@@ -125,7 +125,7 @@ def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: 
     positions = experiment.positions(positions_key, batch.src, batch.tgt_in.shape[1])
     rows = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
     if experiment.packs:
-        rows = packing.pack(rows, *packing.widths(experiment.task, t.min_len, t.max_len))
+        rows = packing.pack(rows, *experiment.task.packed_widths(t.min_len, t.max_len))
     return rows
 
 

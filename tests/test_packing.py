@@ -39,7 +39,7 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
     batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
     positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
     alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
-    packed = packing.pack(alone, *packing.widths(experiment.task, t.min_len, t.max_len))
+    packed = packing.pack(alone, *experiment.task.packed_widths(t.min_len, t.max_len))
     assert packed.src.shape[0] == 4 and alone.src.shape[0] == 8
     alone_logits, packed_logits = (
         forward(experiment, params, alone),
