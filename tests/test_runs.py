@@ -337,9 +337,10 @@ def test_a_computation_that_does_not_end_still_stops_on_a_second_ctrl_c(tmp_path
         stderr=subprocess.PIPE,
         text=True,
     )
-    # Ready: training has said what it trains, so from here on it is compiling or inside
-    # the long chunk, both computations Python cannot interrupt by itself.
+    # Ready: training says what it trains once its step is compiled (the line gives its
+    # FLOPs); a moment later it is inside the long chunk, which runs for many seconds.
     assert proc.stdout.readline().startswith("Training copy"), proc.stderr.read()
+    time.sleep(1)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
