@@ -49,11 +49,9 @@ def available() -> bool:
 
 def picture(plot: Plot, fmt: str) -> bytes:
     """`plot` as an .svg or .png file's bytes."""
-    try:
+    try:  # no pyplot: a notebook's own backend and figures are left as they are
         import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
         from matplotlib.ticker import MaxNLocator, PercentFormatter
     except ImportError:
         raise MissingExtra(f"a {fmt.upper()} picture needs matplotlib: {INSTALL}") from None
@@ -66,7 +64,8 @@ def picture(plot: Plot, fmt: str) -> bytes:
         "svg.hashsalt": "jab",  # the same picture gives the same file
     }
     with matplotlib.rc_context(style):
-        fig, axes = plt.subplots(figsize=(8, 4.5), dpi=120)
+        fig = Figure(figsize=(8, 4.5), dpi=120)
+        axes = fig.subplots()
         if plot.shade is not None:
             low, high = plot.shade
             axes.axvspan(low - 0.5, high + 0.5, color="0.92", zorder=0, label="trained on")
@@ -107,7 +106,6 @@ def picture(plot: Plot, fmt: str) -> bytes:
             axes.legend(fontsize="small")
         buffer = io.BytesIO()
         fig.savefig(buffer, format=fmt, bbox_inches="tight")
-        plt.close(fig)
     return buffer.getvalue()
 
 

@@ -451,3 +451,17 @@ def test_predict_answers_inputs_typed_beside_the_dash_too(trained):
 def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
     result = jab_here("train", *TINY, "--steps", "50", "--out", "narrow", cwd=tmp_path, columns=40)
     assert "…" not in result.stdout and "token" in result.stdout
+
+
+def test_a_plot_jab_draws_leaves_a_notebooks_matplotlib_backend_as_it_was(trained):
+    import matplotlib
+
+    from jabcli import api, plots
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # as a notebook sets its own (inline) backend
+    try:
+        picture = plots.picture(plots.Plot(api.curves(trained / "runs/tiny", "loss")), "svg")
+        assert b"<svg" in picture and matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(before)
