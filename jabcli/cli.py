@@ -492,19 +492,33 @@ def compare(
     checkpoint: CheckpointOption = "latest",
     seed: SeedOption = 1,
     as_json: JsonOption = False,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.png",
+            help="Also write exact match by length, a line per run, as a plot drawn by "
+            "matplotlib (pip install 'jab\\[plots]').",
+        ),
+    ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Put several runs' accuracy at each input length side by side."""
-    from jabcli import api, inspection
-    from jabcli.display import comparison, console
+    from jabcli import api, inspection, plots
+    from jabcli.display import comparison, console, say
 
+    check_save(save, (".svg", ".png"))
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
     configure_jax(no_cache)
     results = api.compare(runs, bounds, samples, checkpoint, seed)
     if as_json:
         print(json.dumps([with_mistakes(r) for r in results]))
-        return
-    console.print(comparison(results))
+    else:
+        console.print(comparison(results))
+    if save is not None:
+        plots.save(plots.comparison_plot(results), save)
+        if not as_json:  # stdout is the JSON's alone
+            say(f"Saved {save}")
 
 
 @command()
@@ -807,7 +821,7 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
         raise JabError(f"--save writes {kinds} files, got {str(save)!r}")
     if not save.parent.is_dir():
         raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
-    plotted = suffixes == PLOT_FILES and save.suffix.lower() != ".html"
+    plotted = ".png" in suffixes and save.suffix.lower() in (".svg", ".png")  # matplotlib's
     if plotted and importlib.util.find_spec("matplotlib") is None:
         raise JabError(
             f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .html, the "

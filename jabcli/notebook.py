@@ -85,9 +85,10 @@ def comparison_html(results: list[dict[str, Any]]) -> str:
                 else f"<td>{figure(row, 'seq_acc')}{mark}{bar(row['seq_acc'], 60)}</td>"
             )
         rows += f"<tr><td>{n}</td>{cells}</tr>"
+    plot = curves_svg(plots.comparison_plot(results)) or missing_plots() or ""
     return (
         "<p>Exact match by input length (* = a length the run trained on)</p>"
-        f"<table><tr><th>length</th>{head}</tr>{rows}</table>"
+        f"<table><tr><th>length</th>{head}</tr>{rows}</table>{plot}"
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jabcli.errors import JabError
-from jabcli.formatting import metric_name
+from jabcli.formatting import metric_name, run_labels
 
 FORMATS = ("svg", "png")
 INSTALL = "pip install 'jab[plots]'"
@@ -146,4 +146,34 @@ def study_plot(results: dict[str, Any]) -> Plot:
         x_label="input length",
         title=f"Study {results['study']}: held-out exact match by input length",
         shade=ranges.pop() if len(ranges) == 1 else None,  # cells trained alike, or none
+    )
+
+
+def comparison_plot(results: list[dict[str, Any]]) -> Plot:
+    """`jab compare`'s runs: held-out exact match against input length, a line per run
+    (a group of seeds: its median, with its min-max band), the training lengths marked
+    when the runs share them."""
+    from jabcli.inspection import Curve
+
+    curves = []
+    for label, r in zip(run_labels([r["run"] for r in results]), results):
+        lengths = sorted(r["per_length"], key=int)
+        rows = [r["per_length"][n] for n in lengths]
+        banded = all("seq_acc_range" in row for row in rows)
+        curves.append(
+            Curve(
+                f"{label} ({r['pos_encoding']})",
+                "eval_seq_acc",
+                [int(n) for n in lengths],
+                [row["seq_acc"] for row in rows],
+                [row["seq_acc_range"][0] for row in rows] if banded else None,
+                [row["seq_acc_range"][1] for row in rows] if banded else None,
+            )
+        )
+    trained = {tuple(r["train_lengths"]) for r in results}
+    return Plot(
+        curves,
+        x_label="input length",
+        title="held-out exact match by input length",
+        shade=trained.pop() if len(trained) == 1 else None,
     )

@@ -87,6 +87,18 @@ def test_compare_puts_runs_side_by_side_and_marks_the_training_range(trained):
     assert "copy, sinusoidal, 1-5" in table and "trained on lengths 1-5" in table
 
 
+def test_compare_saves_a_plot_of_exact_match_by_length_a_line_per_run(trained, tmp_path):
+    shutil.copytree(trained / "runs/tiny", tmp_path / "other")
+    args = ["compare", trained / "runs/tiny", "other", "--lengths", "3-7", "--samples", "10"]
+    shown = jab_here(*args, "--json", "--save", "c.svg", cwd=tmp_path).stdout
+    assert [r["run"] for r in json.loads(shown)][1] == "other"  # stdout stays pure JSON
+    picture = (tmp_path / "c.svg").read_text()
+    assert "Matplotlib" in picture and "input length" in picture
+    assert "tiny (sinusoidal)" in picture and "other (sinusoidal)" in picture
+    refused = jab_here(*args, "--save", "c.html", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and "--save writes .svg or .png files" in refused.stderr
+
+
 # What users see when jab writes to a pipe or a file at a given width (COLUMNS), as when
 # they redirect it; nothing a user typed, a model answered or a run is called may be cut.
 
