@@ -59,6 +59,21 @@ def say(line: str) -> None:
     console.print(line, markup=False, highlight=False)
 
 
+def live(renderable: RenderableType) -> Live:
+    """A view redrawn in place. It leaves sys.stdout alone: jab prints through `console`,
+    whose file writes to whatever sys.stdout is, so Rich's stdout redirection would send
+    the console's own output back into itself, forever (a terminal only; pipes have no
+    live view)."""
+    return Live(
+        renderable,
+        console=console,
+        refresh_per_second=4,
+        transient=False,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+
+
 def titled(title: str, body: RenderableType) -> Group:
     """A bold title line over `body` (a table's own title would wrap to the table's width)."""
     return Group(Text(title, style="bold"), body)
@@ -224,7 +239,7 @@ class TrainView(Observer):
         self.bar = self.progress.add_task(
             cfg.task.name, total=cfg.train.steps, completed=start_step, speed="", ended=""
         )
-        self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
+        self.live = live(self.render())
         self.live.__enter__()
 
     def end(self) -> None:
@@ -854,7 +869,7 @@ class StudyView:
         )
         steps = sum(cell.config["train"]["steps"] for cell in todo)
         self.bar = self.progress.add_task("steps", total=max(steps, 1), cells=self.count())
-        self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
+        self.live = live(self.render())
         self.live.__enter__()
 
     def count(self) -> str:

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -477,3 +478,37 @@ def test_a_plot_jab_draws_leaves_a_notebooks_matplotlib_backend_as_it_was(traine
         assert b"<svg" in picture and matplotlib.get_backend() == "svg"
     finally:
         matplotlib.use(before)
+
+
+def test_training_in_a_terminal_draws_its_live_view_and_finishes(tmp_path):
+    """In a terminal (a pseudo-terminal here) jab draws its live view, which pipes never
+    see: the main job must finish there too."""
+    import pty
+    import select
+
+    master, terminal = pty.openpty()
+    args = [*TINY, "--steps", "60", "--set", "train.log_every=20", "--out", "run"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "train", *args],
+        cwd=tmp_path, env={**env(), "TERM": "xterm"},
+        stdin=terminal, stdout=terminal, stderr=terminal,
+    )  # fmt: skip
+    os.close(terminal)
+    shown, deadline = b"", time.time() + 180
+    while time.time() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the terminal's other end closed: jab has ended
+                break
+            shown += chunk
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    text = shown.decode(errors="replace")
+    try:
+        assert proc.wait(timeout=30) == 0, text
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"jab train did not finish in a terminal: {text}")
+    assert "steps/s" in text and "Run summary" in text
