@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from jabcli import checkpoints, runs
-from jabcli.errors import JabError
+from jabcli.errors import JabError, suggest
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
@@ -335,7 +335,9 @@ def curve(path: Path | None, metric: str) -> Curve:
     """`metric` as recorded in metrics.jsonl by a run, or by every seed of a group (at the
     steps every seed has)."""
     if metric not in METRICS:
-        raise JabError(f"unknown metric {metric!r}; one of: {', '.join(METRICS)}")
+        raise JabError(
+            f"unknown metric {metric!r}{suggest(metric, METRICS)}; one of: {', '.join(METRICS)}"
+        )
     path, seeds = runs.open_runs(path)
     series = [
         {r["step"]: r[metric] for r in run.read_metrics() if r.get(metric) is not None}

@@ -22,6 +22,8 @@ def interrupted(said: str = "") -> None:
         except Exception:  # a write of the main program was cut: nothing more to save
             pass
     line = f"jab: error: interrupted; {said}" if said else "jab: error: interrupted"
+    if os.isatty(1):  # a live view hides the cursor until it ends: give it back
+        os.write(1, b"\x1b[?25h")
     os.write(2, (" ".join(line.split()) + "\n").encode())
     os._exit(INTERRUPTED)
 

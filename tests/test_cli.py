@@ -299,6 +299,7 @@ def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_st
     "args, message",
     [
         (["--metric", "accuracy"], "unknown metric 'accuracy'; one of: loss"),
+        (["--metric", "eval_seq_ac"], "(did you mean 'eval_seq_acc'?); one of: loss"),
         (["--save", "c.pdf"], "--save writes .svg, .png or .html files"),
         (["--run-without-metrics"], "has no metrics yet (nothing to draw for loss)"),
     ],
