@@ -252,7 +252,7 @@ def jab_train(
         seconds, (state, _) = timed(lambda state=state: chunk(state, num_steps))
         rates.append(sizes.chunk / seconds)
     steps_per_s = median(rates)
-    src_len, tgt_len = shape["max_len"] + 1, experiment.decoder_length(shape["max_len"])
+    src_len, tgt_len = shape["max_len"] + 1, experiment.task.answer_width(shape["max_len"])
     flops_per_s = flops * steps_per_s
     return {
         "packed": experiment.packs,

@@ -10,7 +10,7 @@
 set -euo pipefail
 out=$(realpath -m "$1"); mkdir -p "$out"
 export COLUMNS=100
-python - > bl-pairs.tsv <<'PY'
+python - > "$out/pairs.tsv" <<'PY'
 import random
 r = random.Random(0)
 for _ in range(400):
@@ -24,9 +24,8 @@ jab train --task copy $common --set task.index_hints=true --set model.pos_encodi
     --out "$out/copy-hints" > /dev/null
 jab train --task addition $common --set task.reverse_answer=true --set model.pos_encoding=coupled \
     --out "$out/addition" > /dev/null
-jab train --task file:bl-pairs.tsv $common --out "$out/file" > /dev/null
+jab train --task "file:$out/pairs.tsv" $common --out "$out/file" > /dev/null
 jab train --task sort $common --seeds 2 --set model.pos_encoding=randomized --out "$out/sort2" > /dev/null
-rm bl-pairs.tsv
 for r in reverse copy-coupled copy-hints file sort2; do
   jab eval --run "$out/$r" --lengths 1-20 --samples 10 --json > "$out/$r.eval.json"
 done

@@ -103,6 +103,10 @@ class FileTask(Task):
     def path(self) -> str:
         return self.data.path
 
+    @property
+    def label(self) -> str:
+        return f"file:{self.path}"
+
     def solve(self, text):
         return self.answers.get(text)
 

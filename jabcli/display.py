@@ -63,14 +63,9 @@ def live(renderable: RenderableType) -> Live:
     """A view redrawn in place. It leaves sys.stdout alone: jab prints through `console`,
     whose file writes to whatever sys.stdout is, so Rich's stdout redirection would send
     the console's own output back into itself, forever (a terminal only; pipes have no
-    live view)."""
+    live view). Warnings on stderr still print above the view."""
     return Live(
-        renderable,
-        console=console,
-        refresh_per_second=4,
-        transient=False,
-        redirect_stdout=False,
-        redirect_stderr=False,
+        renderable, console=console, refresh_per_second=4, transient=False, redirect_stdout=False
     )
 
 

@@ -294,7 +294,7 @@ class Coupled(Distance):
 
             aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
             raise JabError(
-                f"task {task.name} does not say which input symbol each answer symbol reads, "
+                f"task {task.label} does not say which input symbol each answer symbol reads, "
                 f"so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
             )
 

@@ -65,6 +65,11 @@ class Task:
         return [f.name for f in fields(cls) if f.name not in ("alphabet", "tokenizer")]
 
     @property
+    def label(self) -> str:
+        """How messages name the task: its name (a file task: file:PATH)."""
+        return self.name
+
+    @property
     def symbol_ids(self) -> jax.Array:
         """[len(alphabet)] the alphabet's token ids."""
         return jnp.asarray(self.tokenizer.ids(self.alphabet), jnp.int32)
@@ -479,6 +484,7 @@ class Hinted(Task):
         object.__setattr__(self, "tokenizer", self.task.tokenizer)
 
     name = property(lambda self: self.task.name)
+    label = property(lambda self: self.task.label)
     description = property(lambda self: self.task.description)
     min_length = property(lambda self: self.task.min_length)
 

@@ -7,6 +7,7 @@ import pytest
 # is compiled once rather than in every test; the user's own cache is never touched.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="jab-test-cache-")
 os.environ.pop("JAB_NO_CACHE", None)
+os.environ["NO_COLOR"] = "1"  # as env() gives subprocesses; before display.console exists
 os.environ.pop("JAB_DEBUG", None)  # in-process calls (jab_here) too print one line, no traceback
 
 

@@ -149,3 +149,12 @@ def test_a_data_file_in_another_folder_trains_by_relative_or_absolute_path(tmp_p
     monkeypatch.chdir(tmp_path)
     for name in ("file:data/pairs.tsv", f"file:{tmp_path}/data/pairs.tsv"):
         assert resolve(name).task.longest == 4
+
+
+def test_coupled_positions_on_a_data_file_name_the_file_that_has_no_alignment(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "pairs.tsv").write_text("ab\tba\nabc\tcba\nb\tb\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(JabError, match=r"^task file:pairs\.tsv does not say which input"):
+        resolve("file:pairs.tsv", sets=["model.pos_encoding=coupled"])
