@@ -9,8 +9,9 @@
 # jab show-attention.
 set -euo pipefail
 out=$(realpath -m "$1"); mkdir -p "$out"
+cd "$out"  # file:pairs.tsv, a relative name, as older versions of jab take it too
 export COLUMNS=100
-python - > "$out/pairs.tsv" <<'PY'
+python - > pairs.tsv <<'PY'
 import random
 r = random.Random(0)
 for _ in range(400):
@@ -24,7 +25,7 @@ jab train --task copy $common --set task.index_hints=true --set model.pos_encodi
     --out "$out/copy-hints" > /dev/null
 jab train --task addition $common --set task.reverse_answer=true --set model.pos_encoding=coupled \
     --out "$out/addition" > /dev/null
-jab train --task "file:$out/pairs.tsv" $common --out "$out/file" > /dev/null
+jab train --task file:pairs.tsv $common --out "$out/file" > /dev/null
 jab train --task sort $common --seeds 2 --set model.pos_encoding=randomized --out "$out/sort2" > /dev/null
 for r in reverse copy-coupled copy-hints file sort2; do
   jab eval --run "$out/$r" --lengths 1-20 --samples 10 --json > "$out/$r.eval.json"
