@@ -20,5 +20,6 @@ def whole(value: object, what: str, least: int, most: int | None = None) -> int:
     """`value` if it is a whole number from `least` (to `most`), else the error that says
     so, naming `what`: a study file's counts and the API's arguments are checked alike."""
     if type(value) is not int or value < least or (most is not None and value > most):
-        raise JabError(f"{what} must be a whole number of at least {least}, got {value!r}")
+        bounds = f"of at least {least}" if most is None else f"from {least} to {most}"
+        raise JabError(f"{what} must be a whole number {bounds}, got {value!r}")
     return value

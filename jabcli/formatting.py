@@ -30,19 +30,23 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def median_range(median: float, low: float, high: float, show=percent) -> str:
+    """A figure over seeds as jab writes it everywhere: median [min-max]."""
+    return f"{show(median)} [{show(low)}-{show(high)}]"
+
+
 def spread(values: list[float], show=percent) -> str:
     """One value as itself; several (one per seed) as their median [min-max]."""
     if len(values) == 1:
         return show(values[0])
-    return f"{show(float(np.median(values)))} [{show(min(values))}-{show(max(values))}]"
+    return median_range(float(np.median(values)), min(values), max(values), show)
 
 
 def figure(row: dict[str, Any], name: str) -> str:
     """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
     if f"{name}_range" not in row:
         return percent(row[name])
-    low, high = row[f"{name}_range"]
-    return f"{percent(row[name])} [{percent(low)}-{percent(high)}]"
+    return median_range(row[name], *row[f"{name}_range"])
 
 
 def metric_name(metric: str) -> str:
@@ -84,7 +88,7 @@ def study_figure(value: dict[str, float] | None, show=percent) -> str:
         return "-"
     if value["min"] == value["max"]:
         return show(value["median"])
-    return f"{show(value['median'])} [{show(value['min'])}-{show(value['max'])}]"
+    return median_range(value["median"], value["min"], value["max"], show)
 
 
 def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:

@@ -185,6 +185,10 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(tmp_path):
         (TINY_BASE + "rows: [{name: a}, {name: a}]\n", "would share the folder 'a'"),
         (TINY_BASE + "rows: [{name: a, sets: {}}]\n", "unknown key 'sets' (did you mean 'set'?)"),
         (TINY_BASE + "seeds: 0\nrows: [{name: a}]\n", "seeds must be a whole number"),
+        (
+            TINY_BASE + "seeds: 3000000000\nrows: [{name: a}]\n",
+            "seeds must be a whole number from 1 to 2147483648, got 3000000000",
+        ),
         (TINY_BASE + "evaluat: {}\nrows: [{name: a}]\n", "(did you mean 'evaluate'?)"),
     ],
 )
