@@ -26,6 +26,9 @@ Sections (all by default, in this order):
             `show-attention`, `eval --samples 200`, `tasks`, `--help` and `train --help` on
             a run of the reverse preset's shape; and the XLA compilation seconds of a cold
             `jab train --task reverse --steps 200` (JAX_LOG_COMPILES=1), by program.
+* logging - steps/s of `jab train` of the reverse preset (1000 steps, target out of
+            reach, in this process) without logging, with train.log_to=tensorboard and
+            with train.log_to=wandb (WANDB_MODE=offline), three rounds in turn, medians.
 * decode  - greedy decoding of 1024 sources to 64 output tokens with a reference-shape
             model: `greedy_decode` (key/value cache) against `greedy_decode_full`
             (recompute), with the <eos> logit pushed down so no row stops early.
@@ -68,7 +71,7 @@ from jabcli.training import Trainer, init, update
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
 
-SECTIONS = ("train", "solve", "startup", "interactive", "decode")
+SECTIONS = ("train", "solve", "startup", "interactive", "decode", "logging")
 PRESETS = ("copy", "reverse", "sort")
 VOCAB_SIZE = len(Tokenizer())
 
@@ -106,6 +109,8 @@ class Sizes:
     decode_batch: int = 1024
     decode_len: int = 64
     decode_repeats: int = 1  # one full-recompute pass takes minutes
+    logging_steps: int = 1000
+    logging_rounds: int = 3
 
 
 QUICK = Sizes(
@@ -123,6 +128,8 @@ QUICK = Sizes(
     decode_batch=128,
     decode_len=32,
     decode_repeats=1,
+    logging_steps=100,
+    logging_rounds=1,
 )
 
 
@@ -757,12 +764,50 @@ def print_summary(rows: list[dict], quick: bool) -> None:
 # ---------------------------------------------------------------- main
 
 
+# ---------------------------------------------------------------- logging
+
+
+LOGGERS = ("none", "tensorboard", "wandb")
+
+
+def bench_logging(sizes: Sizes) -> dict:
+    from jabcli import session
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    speeds: dict[str, list[float]] = {name: [] for name in LOGGERS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(sizes.logging_rounds):
+            for name in LOGGERS:
+                note(f"logging: round {round_ + 1}, {name}")
+                experiment = resolve(
+                    "reverse",
+                    steps=sizes.logging_steps,
+                    sets=["train.target_seq_acc=1.0", f"train.log_to={name.replace('none', '')}"],
+                )
+                outcome = session.start(experiment, Path(tmp) / f"{name}-{round_}")
+                speeds[name].append((outcome.step - outcome.start_step) / outcome.elapsed_s)
+    out = {name: {"steps_per_s": median(v), "each": v} for name, v in speeds.items()}
+    base = out["none"]["steps_per_s"]
+    rows = [
+        [name, fmt(r["steps_per_s"], ".1f"), ", ".join(fmt(x, ".1f") for x in r["each"]),
+         f"{r['steps_per_s'] / base:.3f}"]
+        for name, r in out.items()
+    ]  # fmt: skip
+    console.print(table("logging", ["train.log_to", "steps/s", "each round", "ratio"], rows))
+    note(
+        f"reverse preset, {sizes.logging_steps} steps with evaluations, run by session.start "
+        "in this process; steps/s over the whole loop"
+    )
+    return out
+
+
 BENCHES: dict[str, Callable[[Sizes], dict]] = {
     "train": bench_train,
     "solve": bench_solve,
     "startup": bench_startup,
     "interactive": bench_interactive,
     "decode": bench_decode,
+    "logging": bench_logging,
 }
 
 

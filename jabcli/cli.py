@@ -646,6 +646,34 @@ def curves(
         say(f"Saved {save}")
 
 
+@command()
+def export(
+    folders: RunsArgument("Runs or groups of seeds whose metrics to export."),
+    tensorboard: Annotated[
+        bool,
+        typer.Option(
+            "--tensorboard",
+            help="Write each run's metrics.jsonl as TensorBoard event files in its folder, "
+            "replacing those written before (pip install 'jab\\[tensorboard]').",
+        ),
+    ] = False,
+) -> None:
+    """Write what runs logged to another tool's format, for runs trained without
+    train.log_to."""
+    from jabcli import loggers
+    from jabcli.display import say
+    from jabcli.runs import open_runs
+
+    if not tensorboard:
+        raise JabError("say what to export to: jab export RUN... --tensorboard")
+    loggers.require("tensorboard", "--tensorboard")
+    for folder in folders:
+        _, seeds = open_runs(folder)
+        for run in seeds:
+            for written in loggers.export_tensorboard(run):
+                say(f"Wrote {written}")
+
+
 study_app = typer.Typer(
     cls=Group,
     no_args_is_help=True,

@@ -77,6 +77,7 @@ class TrainConfig:
     eval_samples: int = 512
     target_seq_acc: float = 0.995
     keep_checkpoints: int = 3
+    log_to: str = ""  # also log to "tensorboard", "wandb" or "tensorboard,wandb" (loggers.py)
 
 
 @dataclass
@@ -91,6 +92,7 @@ class Config:
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
 CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
+LOGGERS = ("tensorboard", "wandb")  # train.log_to's choices, comma-separated
 MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
 MAX_SHIFT = 1_000_000
 STEPS_MAX = 10**9  # train.steps: more would take years, and overflow the step counter
@@ -286,6 +288,12 @@ def validate(config: Config) -> None:
         value = getattr(getattr(config, section), name)
         if value not in allowed:
             raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    for name in tr.log_to.split(","):
+        if name.strip() not in (*LOGGERS, ""):
+            raise JabError(
+                f"train.log_to takes {' or '.join(LOGGERS)} (or both, comma-separated), "
+                f"got {name.strip()!r}{suggest(name.strip(), LOGGERS)}"
+            )
     outside = sorted(set(t.alphabet) - set(DATA_CHARS))
     if outside:
         raise JabError(

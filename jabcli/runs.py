@@ -81,11 +81,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fingerprint(config: dict[str, Any], tokenizer: Tokenizer, leave_out=("steps",)) -> str:
+def fingerprint(config: dict[str, Any], tokenizer: Tokenizer, leave_out=("steps", "log_to")) -> str:
     """What a checkpoint must be loaded with: the config as stored in config.yaml, but for
-    the train keys in `leave_out` (train.steps, which `jab resume --steps` extends), and the
-    vocabulary in its order. Stored, not as this version of jab would rebuild it, so that a
-    key added to jab later changes no run's fingerprint."""
+    the train keys in `leave_out` (train.steps, which `jab resume --steps` extends, and
+    train.log_to, which an edit may turn on for a resume), and the vocabulary in its
+    order. Stored, not as this version of jab would rebuild it, so that a key added to jab
+    later changes no run's fingerprint."""
     train = config.get("train") if isinstance(config.get("train"), dict) else {}
     fixed = {**config, "train": {k: v for k, v in train.items() if k not in leave_out}}
     return sha256(json.dumps([fixed, tokenizer.tokens], sort_keys=True, default=str).encode())
@@ -230,7 +231,7 @@ class Run:
         data = {"format": FORMAT, "created": self.created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
         self.fingerprint = fingerprint(saved, tokenizer)
-        self.shared = fingerprint(saved, tokenizer, ("steps", "seed"))
+        self.shared = fingerprint(saved, tokenizer, ("steps", "log_to", "seed"))
 
     def set_steps(self, steps: int) -> None:
         """Set train.steps in config.yaml, leaving every other line as it is."""
@@ -287,7 +288,7 @@ class Run:
         except JabError as err:
             raise JabError(f"{self.path}/config.yaml: {err}") from None
         self.fingerprint = fingerprint(data, tokenizer)
-        self.shared = fingerprint(data, tokenizer, ("steps", "seed"))
+        self.shared = fingerprint(data, tokenizer, ("steps", "log_to", "seed"))
         cfg = from_dict(copy.deepcopy(data), f"{self.path}/config.yaml")
         source = data_path(cfg.task.name)
         if source is not None:  # the run's own copy, wherever the run is looked at from

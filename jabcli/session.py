@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from jabcli import checkpoints, runs
 from jabcli.config import at_target, for_seed
 from jabcli.errors import JabError
+from jabcli.loggers import Logs
 from jabcli.runs import Run
 
 if TYPE_CHECKING:
@@ -258,13 +259,18 @@ def _loop(
             checkpoints.save(run, arrays, step, accuracy, tr.keep_checkpoints, trainer.flops)
         saved_step = step
 
+    group = path if path != seeds[0].path else None
+    logs = Logs.open(experiment.config, seeds, group, trainer.step, observer.note)
+
     def on_eval(results: list[dict[str, Any]]) -> None:
         observer.evaluated(results)
+        logs.evaluated(results)
         save(results)
 
     def on_log(records: list[dict[str, Any]]) -> None:
         for run, record in zip(seeds, records):
             run.append_metrics(record)
+        logs.log(records)
         observer.log(records)
 
     observer.begin(path, experiment, trainer.step, trainer.parameters, trainer.flops)
@@ -281,6 +287,7 @@ def _loop(
             "(for example --set train.learning_rate=3e-4)"
         ) from None
     finally:
+        logs.close()
         observer.end()
     if saved_step != outcome["step"]:
         save()

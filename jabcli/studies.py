@@ -297,6 +297,8 @@ def check(study: Study) -> list[Any]:
         cell.config = experiment.config.to_dict()
         # As the file writes it: the same study run from another folder is the same study.
         config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
+        # Where its logs go decides no result: turning logging on reruns nothing.
+        config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
         spec = {"task": cell.written, "config": config, "evaluate": study.evaluation.to_dict()}
         cell.spec = digest(spec)
         experiments.append(experiment)

@@ -217,9 +217,13 @@ def wait(tree: Any) -> Any:
 
 def check(experiment: Experiment) -> tuple[int, str]:
     """Refuse, before anything is written or allocated, a run whose batch cannot be packed
-    or does not divide over the devices, or whose parameters and optimizer state (of every
-    seed) do not fit in memory. Returns their size in bytes, and the options that set it."""
+    or does not divide over the devices, whose parameters and optimizer state (of every
+    seed) do not fit in memory, or whose loggers cannot log. Returns the state's size in
+    bytes, and the options that set it."""
+    from jabcli import loggers
+
     tr = experiment.config.train
+    loggers.check(experiment.config)
     devices = jax.device_count()
     if experiment.packs and tr.batch_size % 2:
         raise JabError(

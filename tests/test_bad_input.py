@@ -101,6 +101,12 @@ CASES = {
         ["eval", "--run", RUN, "--checkpoint", "17"],
         "no checkpoint at step 17",
     ),
+    "unknown logger": (
+        ["train", "--task", "copy", "--set", "train.log_to=tensorbord"],
+        "train.log_to takes tensorboard or wandb (or both, comma-separated), got 'tensorbord' "
+        "(did you mean 'tensorboard'?)",
+    ),
+    "export without a format": (["export", RUN], "jab export RUN... --tensorboard"),
     "output folder not writable": (
         ["train", "--task", "copy", "--out", "afile/run"],
         "could not create run folder",
