@@ -49,6 +49,15 @@ def available() -> bool:
 
 def picture(plot: Plot, fmt: str) -> bytes:
     """`plot` as an .svg or .png file's bytes."""
+    fig, style = figure(plot, fmt)
+    buffer = io.BytesIO()
+    with style:
+        fig.savefig(buffer, format=fmt, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def figure(plot: Plot, fmt: str = "svg"):
+    """`plot` as a matplotlib Figure, and the style to save it in."""
     try:  # no pyplot: a notebook's own backend and figures are left as they are
         import matplotlib
         from matplotlib.figure import Figure
@@ -104,9 +113,7 @@ def picture(plot: Plot, fmt: str) -> bytes:
             axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
         else:
             axes.legend(fontsize="small")
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, bbox_inches="tight")
-    return buffer.getvalue()
+    return fig, matplotlib.rc_context(style)
 
 
 def save(plot: Plot, path) -> None:

@@ -275,6 +275,21 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
     assert "held-out exact match by step" in picture
 
 
+def test_a_saved_curve_marks_the_steps_measured_and_draws_nothing_between_evaluations(trained):
+    from jabcli import api, plots
+
+    run = trained / "runs" / "tiny"
+    measured = [
+        record["step"]
+        for record in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "eval_seq_acc" in record
+    ]
+    fig, _ = plots.figure(plots.Plot(api.curves(run, "eval_seq_acc")))
+    (line,) = fig.axes[0].lines
+    assert list(line.get_xdata()) == measured == [100, 200, 300]
+    assert line.get_marker() == "o" and line.get_markersize() > 0
+
+
 def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_still_saves(
     trained, tmp_path, monkeypatch, capsys
 ):
