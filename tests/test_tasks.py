@@ -196,3 +196,23 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
     assert done.value.code == 0
     listed = json.loads(capsys.readouterr().out)
     assert [row["name"] for row in listed] == list(tasks.TASKS)
+
+
+def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
+    """A task's options are its dataclass fields; `--set task.NAME=...` needs each as a
+    TaskConfig key too (the config layer parses keys without importing the tasks and
+    JAX). The two must agree, or an option would be unsettable or differently defaulted."""
+    import dataclasses
+
+    from jabcli.config import TaskConfig
+
+    keys = {f.name: f for f in dataclasses.fields(TaskConfig)}
+    declared = set()
+    for cls in TASKS.values():
+        for option in (f for f in dataclasses.fields(cls) if f.name in cls.options()):
+            assert option.name in keys, f"{cls.name}.{option.name} is no task.* key"
+            key = keys[option.name]
+            assert (key.type, key.default) == (option.type, option.default), option.name
+            declared.add(option.name)
+    shared = {"name", "min_len", "max_len", "alphabet", "index_hints", "held_out"}
+    assert set(keys) - shared == declared  # no task.* key that no task takes
