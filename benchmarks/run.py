@@ -26,6 +26,14 @@ Sections (all by default, in this order):
             `show-attention`, `eval --samples 200`, `tasks`, `--help` and `train --help` on
             a run of the reverse preset's shape; and the XLA compilation seconds of a cold
             `jab train --task reverse --steps 200` (JAX_LOG_COMPILES=1), by program.
+* decode-long - evaluation at the lengths research uses: whole-process wall time and peak
+            RSS of `jab eval --lengths 41-100|41-200|1-128` (one seed) and 41-500 (a 3-seed
+            group), and of `jab compare` of two seeds, on a coupled reverse group of the
+            preset's size trained here (warm compilation cache: each command run twice,
+            the second counted); then greedy decoding of 16 sources of 200 and 500 symbols
+            to full length (<eos> never chosen) by jab (`decode_rows`) and by PyTorch with
+            a key/value cache (torch_baseline.greedy_answers_cached), the same
+            sinusoidal preset-shape model, tokens/s and achieved GFLOP/s.
 * logging - steps/s of `jab train` of the reverse preset (1000 steps, target out of
             reach, in this process) without logging, with train.log_to=tensorboard and
             with train.log_to=wandb (WANDB_MODE=offline), three rounds in turn, medians.
@@ -42,6 +50,7 @@ last table checks each target of the issue.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -71,7 +80,7 @@ from jabcli.training import Trainer, init, update
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
 
-SECTIONS = ("train", "solve", "startup", "interactive", "decode", "logging")
+SECTIONS = ("train", "solve", "startup", "interactive", "decode", "decode-long", "logging")
 PRESETS = ("copy", "reverse", "sort")
 VOCAB_SIZE = len(Tokenizer())
 
@@ -111,6 +120,8 @@ class Sizes:
     decode_repeats: int = 1  # one full-recompute pass takes minutes
     logging_steps: int = 1000
     logging_rounds: int = 3
+    long_steps: int = 600  # training of decode-long's coupled reverse group
+    long_quick: bool = False  # shorter ranges
 
 
 QUICK = Sizes(
@@ -130,6 +141,8 @@ QUICK = Sizes(
     decode_repeats=1,
     logging_steps=100,
     logging_rounds=1,
+    long_steps=100,
+    long_quick=True,
 )
 
 
@@ -764,6 +777,134 @@ def print_summary(rows: list[dict], quick: bool) -> None:
 # ---------------------------------------------------------------- main
 
 
+# ---------------------------------------------------------------- decode-long
+
+
+def process(args: list[str]) -> dict:
+    """Wall time, peak RSS and exit status of one `jab ARGS` process."""
+    tic = time.perf_counter()
+    proc = subprocess.Popen(
+        [jab_executable(), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - tic
+    error = proc.stderr.read().decode().strip()[-300:]
+    proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    return {"wall_s": wall, "peak_rss_gb": usage.ru_maxrss / 2**20, "code": code, "error": error}
+
+
+def decode_flops(shape: dict[str, int], src_width: int, out_width: int) -> float:
+    """Model FLOPs of decoding one token with a cache `out_width` wide over a source
+    `src_width` wide (2 per multiply-add; attention over the whole cache, as computed)."""
+    d, ff = shape["d_model"], shape["d_ff"]
+    per_layer = 6 * d * d + 2 * d * ff + 2 * (src_width + out_width) * d
+    return 2.0 * (shape["num_layers"] * per_layer + d * VOCAB_SIZE)
+
+
+def bench_decode_long(sizes: Sizes) -> dict:
+    import torch
+    import torch_baseline as tb
+
+    out: dict[str, Any] = {"evals": {}}
+    ranges = (
+        ("41-60", "41-80", "1-32", "41-100")
+        if sizes.long_quick
+        else ("41-100", "41-200", "1-128", "41-500")
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        group = str(Path(tmp) / "reverse-coupled")
+        note(f"decode-long: training a 3-seed coupled reverse group, {sizes.long_steps} steps")
+        trained = process([
+            "train", "--task", "reverse", "--seeds", "3", "--steps", str(sizes.long_steps),
+            "--set", "model.pos_encoding=coupled", "--set", "model.max_positions=1024",
+            "--set", "train.target_seq_acc=1.0", "--out", group,
+        ])  # fmt: skip
+        assert trained["code"] == 0, trained["error"]
+        seed = f"{group}/seed-0"
+        cases = {
+            f"eval --lengths {ranges[0]} --samples 4 (one seed)":
+                ["eval", "--run", seed, "--lengths", ranges[0], "--samples", "4"],
+            f"eval --lengths {ranges[1]} --samples 4 (one seed)":
+                ["eval", "--run", seed, "--lengths", ranges[1], "--samples", "4"],
+            f"eval --lengths {ranges[2]} --samples 20 (one seed)":
+                ["eval", "--run", seed, "--lengths", ranges[2], "--samples", "20"],
+            f"eval --lengths {ranges[3]} --samples 4 (3-seed group)":
+                ["eval", "--run", group, "--lengths", ranges[3], "--samples", "4"],
+            "compare two seeds at the default lengths":
+                ["compare", seed, f"{group}/seed-1"],
+        }  # fmt: skip
+        for name, args in cases.items():
+            note(f"decode-long: jab {' '.join(args[:1] + args[3:])}")
+            first = process(args)
+            out["evals"][name] = {"first": first, "warm": process(args)}
+    rows = [
+        [name, fmt(r["warm"]["wall_s"], ".1f", " s"), fmt(r["warm"]["peak_rss_gb"], ".2f", " GB"),
+         fmt(r["first"]["wall_s"], ".1f", " s"), "ok" if r["warm"]["code"] == 0 else "FAILED"]
+        for name, r in out["evals"].items()
+    ]  # fmt: skip
+    columns = ["jab", "wall", "peak RSS", "first run", "exit"]
+    console.print(table("decode-long: whole processes", columns, rows))
+
+    shape = TRAIN_SHAPES["preset"]
+    experiment = resolve("reverse", sets=[
+        *(f"model.{k}={shape[k]}" for k in MODEL_KEYS), "model.max_positions=1024",
+        "task.max_len=500",
+    ])  # fmt: skip
+    params = never_eos(init(experiment, 0).params)
+    torch.manual_seed(0)
+    model = tb.Transformer(tb.ModelConfig(**{k: shape[k] for k in MODEL_KEYS},
+                                          vocab_size=VOCAB_SIZE, dropout=0.0,
+                                          max_positions=1024))  # fmt: skip
+    model.init_as_jab()
+    model.eval()
+    with torch.no_grad():
+        model.lm_head.bias[EOS_ID] = -1e9
+    from jabcli.decode import decode_rows, width_for
+
+    def throughput(length: int, rows: int = 16) -> dict:
+        src = np.asarray(experiment.sample(jax.random.PRNGKey(length), rows, length, length).src)
+        max_out = experiment.task.answer_width_for(src.shape[1])
+        key = jax.random.PRNGKey(0)
+        decode_rows(experiment, params, key, src, max_out)  # compiles
+        jab_s, _ = timed(lambda: decode_rows(experiment, params, key, src, max_out))
+        torch_src = torch.tensor(src, dtype=torch.long)
+        tb.greedy_answers_cached(model, torch_src, max_out)  # warm-up
+        torch_s, _ = timed(lambda: tb.greedy_answers_cached(model, torch_src, max_out))
+        tokens = rows * max_out
+        width = width_for(src.shape[1], src.shape[1])
+        flops = tokens * decode_flops(shape, width, experiment.task.answer_width_for(width))
+        return {
+            "jab_tokens_per_s": tokens / jab_s, "torch_tokens_per_s": tokens / torch_s,
+            "jab_over_torch": torch_s / jab_s, "jab_flops_per_s": flops / jab_s,
+            "torch_threads": torch.get_num_threads(),
+        }  # fmt: skip
+
+    out["throughput"] = {length: throughput(length) for length in (200, 500)}
+    train_flops = None
+    saved = HERE / "results.json"
+    with contextlib.suppress(OSError, KeyError, ValueError):
+        train_flops = json.loads(saved.read_text())["train"]["shapes"]["preset"]["jab"]["packed"][
+            "flops_per_s"
+        ]
+    out["train_flops_per_s"] = train_flops
+    rows = [
+        [str(n), fmt(r["jab_tokens_per_s"], ".0f"), fmt(r["torch_tokens_per_s"], ".0f"),
+         f"{r['jab_over_torch']:.2f}x", fmt(r["jab_flops_per_s"] / 1e9, ".1f"),
+         "" if train_flops is None else f"{r['jab_flops_per_s'] / train_flops:.0%}"]
+        for n, r in out["throughput"].items()
+    ]  # fmt: skip
+    columns = ["symbols", "jab tokens/s", "PyTorch tokens/s", "jab/PyTorch", "jab GFLOP/s",
+               "of training's"]  # fmt: skip
+    console.print(table("decode-long: greedy decoding with a cache", columns, rows))
+    note(
+        "16 sources decoded to full length (<eos> never chosen), preset-shape sinusoidal "
+        "model, random init; PyTorch with its own threads; training's GFLOP/s from the train "
+        "section of benchmarks/results.json"
+    )
+    return out
+
+
 # ---------------------------------------------------------------- logging
 
 
@@ -807,6 +948,7 @@ BENCHES: dict[str, Callable[[Sizes], dict]] = {
     "startup": bench_startup,
     "interactive": bench_interactive,
     "decode": bench_decode,
+    "decode-long": bench_decode_long,
     "logging": bench_logging,
 }
 

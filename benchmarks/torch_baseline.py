@@ -332,6 +332,51 @@ def greedy_answers(model: Transformer, src: Tensor, max_out: int) -> Tensor:
     return tgt_in[:, 1:]
 
 
+@torch.no_grad()
+def greedy_answers_cached(model: Transformer, src: Tensor, max_out: int) -> Tensor:
+    """Greedy decoding with a key/value cache, as jab decodes: the encoder once, the
+    cross-attention's keys and values once, each step one token through the decoder
+    appending its keys and values; stops once every row has written <eos>.
+    [B, S] -> [B, max_out]."""
+    batch = src.shape[0]
+    src_mask = (src != PAD_ID)[:, None, None, :]
+    memory = model.encode(src)
+    cross = [
+        [layer.cross_attn.split_heads(t) for t in layer.cross_attn.key_value(memory).chunk(2, -1)]
+        for layer in model.decoder
+    ]
+    heads = model.decoder[0].self_attn
+    shape = (batch, heads.num_heads, max_out, heads.head_dim)
+    keys = [torch.zeros(shape) for _ in model.decoder]
+    values = [torch.zeros(shape) for _ in model.decoder]
+    token = torch.full((batch,), BOS_ID, dtype=src.dtype)
+    out = torch.full((batch, max_out), PAD_ID, dtype=src.dtype)
+    done = torch.zeros(batch, dtype=torch.bool)
+    scale = 1 / math.sqrt(heads.head_dim)
+    for step in range(max_out):
+        x = model.embed(token)[:, None] * math.sqrt(model.cfg.d_model) + model.pe[step]
+        for n, layer in enumerate(model.decoder):
+            attn = layer.self_attn
+            q = attn.split_heads(attn.query(x))
+            k, v = (attn.split_heads(t) for t in attn.key_value(x).chunk(2, dim=-1))
+            keys[n][:, :, step : step + 1], values[n][:, :, step : step + 1] = k, v
+            weights = (q @ keys[n][:, :, : step + 1].transpose(-2, -1) * scale).softmax(-1)
+            context = (weights @ values[n][:, :, : step + 1]).transpose(1, 2).reshape(x.shape)
+            x = layer.ln_self(x + attn.out(context))
+            attn = layer.cross_attn
+            q = attn.split_heads(attn.query(x))
+            scores = (q @ cross[n][0].transpose(-2, -1) * scale).masked_fill(~src_mask, NEG_INF)
+            context = (scores.softmax(-1) @ cross[n][1]).transpose(1, 2).reshape(x.shape)
+            x = layer.ln_cross(x + attn.out(context))
+            x = layer.ln_ffn(x + layer.ffn(x))
+        token = model.lm_head(x)[:, 0].argmax(dim=-1)
+        out[:, step] = token
+        done |= token == EOS_ID
+        if done.all():
+            break
+    return out
+
+
 def exact_match(answers: Tensor, tgt_out: Tensor) -> float:
     """Share of rows whose answer up to and including its first <eos> equals the target."""
     hits = 0

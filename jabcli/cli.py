@@ -445,7 +445,8 @@ def eval_command(
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
     from jabcli import api, inspection
-    from jabcli.display import console, eval_report
+    from jabcli.display import console, decoding, eval_report
+    from jabcli.runs import open_runs
 
     if lengths is not None and (min_len is not None or max_len is not None):
         raise JabError("give either --lengths A-B or --min-len/--max-len, not both")
@@ -453,9 +454,11 @@ def eval_command(
     if each_length:
         min_len, max_len = inspection.parse_lengths(lengths)
     configure_jax(no_cache)
-    result = api.load(run).evaluate(
-        (min_len, max_len), samples, each_length, checkpoint, seed, force_length
-    )
+    passes = len(open_runs(run)[1]) * (2 if force_length else 1)
+    with decoding(passes):
+        result = api.load(run).evaluate(
+            (min_len, max_len), samples, each_length, checkpoint, seed, force_length
+        )
     if as_json:
         print(json.dumps(with_mistakes(result)))
         return
@@ -505,12 +508,14 @@ def compare(
 ) -> None:
     """Put several runs' accuracy at each input length side by side."""
     from jabcli import api, inspection, plots
-    from jabcli.display import comparison, console, say
+    from jabcli.display import comparison, console, decoding, say
+    from jabcli.runs import open_runs
 
     check_save(save, (".svg", ".png"))
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
     configure_jax(no_cache)
-    results = api.compare(runs, bounds, samples, checkpoint, seed)
+    with decoding(sum(len(open_runs(path)[1]) for path in runs)):
+        results = api.compare(runs, bounds, samples, checkpoint, seed)
     if as_json:
         print(json.dumps([with_mistakes(r) for r in results]))
     else:

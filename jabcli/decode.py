@@ -9,15 +9,28 @@ added to fill a batch) counts as finished from the start and gets no answer.
 
 Given `lengths` [B], the answers' true lengths, decoding is forced to that length:
 <eos> is never chosen before it and always written at it (`jab eval --force-length`),
-so what is scored is the content alone.
+so what is scored is the content alone. Given `limits` [B], a row stops after that many
+tokens: no answer is longer than the task allows for its source (`answer`).
+
+`decode_rows` decodes any number of sources in bounded memory: sorted by length and cut
+into chunks of similar length, each as wide as its longest source (rounded up to one of
+a few widths, so compiled programs are reused) and decoded until its own longest answer
+ends. Each row reads positions drawn from its own key, so an answer does not depend on
+which rows it was decoded beside.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextvars import ContextVar
 from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jabcli.model import ModelFns
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -44,17 +57,42 @@ def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | 
     return jnp.where(empty, PAD_ID, token).astype(jnp.int32)
 
 
-def _not_done(position: jax.Array, out: jax.Array, empty: jax.Array, max_out: int) -> jax.Array:
-    return (position < max_out) & ~jnp.all(empty | jnp.any(out == EOS_ID, axis=1))
+def _not_done(position, out: jax.Array, empty: jax.Array, max_out: int, limits) -> jax.Array:
+    done = empty | jnp.any(out == EOS_ID, axis=1)
+    if limits is not None:
+        done = done | (position >= limits)
+    return (position < max_out) & ~jnp.all(done)
+
+
+def _cut(out: jax.Array, limits: jax.Array | None) -> jax.Array:
+    """Pad each row from its limit on, and after its first <eos>."""
+    if limits is not None:
+        out = jnp.where(jnp.arange(out.shape[1]) < limits[:, None], out, PAD_ID)
+    return _finish(out)
+
+
+def row_keys(key: jax.Array, rows) -> jax.Array:
+    """[B] keys, one per row number in `rows`: what each row's positions are drawn from."""
+    return jax.vmap(lambda row: jax.random.fold_in(key, row))(jnp.asarray(rows, jnp.uint32))
 
 
 @partial(jax.jit, static_argnames=("experiment", "max_out"))
-def answer(experiment, params, key: jax.Array, src: jax.Array, max_out: int, lengths=None):
-    """What the model answers to sources [B, S] (see `greedy_decode`), reading the
-    positions `experiment.positions` gives them (randomized ones drawn from `key`); and
-    those positions. One compiled program, which the persistent cache keeps."""
-    positions = experiment.positions(key, src, max_out)
-    return greedy_decode(experiment.model, params, src, max_out, *positions, lengths), positions
+def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, lengths=None):
+    """What the model answers to sources [B, S] (see `greedy_decode`), each row reading
+    the positions `experiment.positions` gives it (randomized ones drawn from its own key
+    in `keys`, see `row_keys`) and stopping where the task's longest answer to its source
+    would end; and those positions. One compiled program, which the persistent cache
+    keeps."""
+
+    def one(key, row):
+        src_positions, tgt_positions = experiment.positions(key, row[None], max_out)
+        return src_positions[0], tgt_positions[0]
+
+    positions = jax.vmap(one)(keys, src)
+    task = experiment.task
+    limits = task.answer_width(task.symbols_in(jnp.sum(src != PAD_ID, axis=1) - 1))
+    decoded = greedy_decode(experiment.model, params, src, max_out, *positions, lengths, limits)
+    return decoded, positions
 
 
 @partial(jax.jit, static_argnames=("fns", "max_out"))
@@ -66,6 +104,7 @@ def greedy_decode(
     src_positions: jax.Array,
     tgt_positions: jax.Array,
     lengths: jax.Array | None = None,
+    limits: jax.Array | None = None,
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch, empty = src.shape[0], empty_rows(src)
@@ -84,9 +123,9 @@ def greedy_decode(
 
     start = (0, jnp.full((batch,), BOS_ID, jnp.int32), out, cache)
     _, _, out, _ = jax.lax.while_loop(
-        lambda carry: _not_done(carry[0], carry[2], empty, max_out), step, start
+        lambda carry: _not_done(carry[0], carry[2], empty, max_out, limits), step, start
     )
-    return _finish(out)
+    return _cut(out, limits)
 
 
 @partial(jax.jit, static_argnames=("fns", "max_out"))
@@ -98,6 +137,7 @@ def greedy_decode_full(
     src_positions: jax.Array,
     tgt_positions: jax.Array,
     lengths: jax.Array | None = None,
+    limits: jax.Array | None = None,
 ) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
     batch, empty = src.shape[0], empty_rows(src)
@@ -117,6 +157,129 @@ def greedy_decode_full(
         return position + 1, tgt_in, out
 
     _, _, out = jax.lax.while_loop(
-        lambda carry: _not_done(carry[0], carry[2], empty, max_out), step, (0, tgt_in, out)
+        lambda carry: _not_done(carry[0], carry[2], empty, max_out, limits),
+        step,
+        (0, tgt_in, out),
     )
-    return _finish(out)
+    return _cut(out, limits)
+
+
+WIDTHS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+BUDGET = 256 * 2**20  # bytes of decoding memory a chunk may take (`decode_bytes`)
+MAX_ROWS = 1024
+
+
+def width_for(tokens: int, widest: int) -> int:
+    """The compiled width for sources of up to `tokens` tokens: the next of a few widths,
+    each half again the one before, so that chunks share programs; at most `widest`."""
+    return min(next((w for w in WIDTHS if w >= tokens), widest), widest)
+
+
+def decode_bytes(experiment, src_width: int, max_out: int) -> int:
+    """About what decoding one source row `src_width` wide to `max_out` tokens holds at
+    its peak: the encoder's attention scores and activations (one layer at a time),
+    every layer's cached keys and values of both sides, and the loop's copies of them."""
+    m = experiment.config.model
+    s, t = src_width, max_out
+    encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
+    cache = 2 * m.num_layers * (s + t) * m.d_model + s * m.d_model
+    return 4 * (encoder + 2 * cache)
+
+
+def rows_for(experiment, src_width: int, max_out: int, budget: int = BUDGET) -> int:
+    """Rows a chunk of this shape holds within `budget`: a power of two, at least 1."""
+    fit = max(1, min(MAX_ROWS, budget // max(1, decode_bytes(experiment, src_width, max_out))))
+    return 1 << (fit.bit_length() - 1)
+
+
+def plan(experiment, src: np.ndarray, max_out: int, budget: int = BUDGET, threads: int = 1):
+    """The chunks `decode_rows` decodes `src` [N, S] in: (row indices, source width,
+    answer width, rows) each, shortest sources first. The inputs of one width go in
+    chunks of one size (a power of two; the last one padded), small enough for `budget`
+    and for `threads` chunks at least when there are that many inputs."""
+    tokens = np.sum(src != PAD_ID, axis=1)
+    order = np.argsort(tokens, kind="stable")
+    task = experiment.task
+    chunks, start = [], 0
+    while start < len(order):
+        width = width_for(int(tokens[order[start]]), src.shape[1])
+        out_width = min(max_out, task.answer_width_for(width))
+        stop = start + int(np.sum(tokens[order[start:]] <= width))  # this width's inputs
+        share = -(-(stop - start) // threads)
+        rows = min(rows_for(experiment, width, out_width, budget), 1 << (share - 1).bit_length())
+        for first in range(start, stop, rows):
+            taken = min(rows, stop - first)
+            size = rows if stop - start > rows else 1 << (taken - 1).bit_length()
+            chunks.append((order[first : first + taken], width, out_width, size))
+        start = stop
+    return chunks
+
+
+_reporting: ContextVar[Callable[[int, int], None] | None] = ContextVar("reporting", default=None)
+
+
+@contextlib.contextmanager
+def reporting(progress: Callable[[int, int], None]):
+    """Within it, each `decode_rows` reports to `progress(done, total)`: (0, total) as it
+    starts, then as its chunks end (a command's progress bar, without passing it down
+    through evaluation)."""
+    token = _reporting.set(progress)
+    try:
+        yield
+    finally:
+        _reporting.reset(token)
+
+
+def decode_rows(
+    experiment,
+    params,
+    key: jax.Array,
+    src: np.ndarray,
+    max_out: int,
+    lengths: np.ndarray | None = None,
+    budget: int = BUDGET,
+) -> np.ndarray:
+    """Greedy answers [N, max_out] to sources [N, S] (with `lengths`, forced to those
+    lengths), decoded chunk by chunk (`plan`), one chunk per core at a time, in about
+    `budget` bytes in all; row r reads positions drawn from `fold_in(key, r)`. Progress
+    goes to `reporting`'s callback, as work done so far and in all (rows x steps x width
+    attended)."""
+    out = np.full((len(src), max_out), PAD_ID, np.int32)
+    threads = max(1, min(os.cpu_count() or 1, 4))
+    chunks = plan(experiment, src, max_out, budget // threads, threads)
+
+    def work(chunk) -> int:
+        rows, width, out_width, _ = chunk
+        return len(rows) * out_width * (width + out_width)
+
+    def decode(chunk) -> np.ndarray:
+        rows, width, out_width, size = chunk
+        batch = np.full((size, width), PAD_ID, np.int32)  # extra rows: finished at once
+        batch[: len(rows)] = src[rows, :width]
+        ids = np.arange(size) + len(src)  # extra rows draw from keys no row uses
+        ids[: len(rows)] = rows
+        forced = None
+        if lengths is not None:
+            forced = np.zeros(size, np.int32)
+            forced[: len(rows)] = lengths[rows]
+        decoded, _ = answer(experiment, params, row_keys(key, ids), batch, out_width, forced)
+        return np.asarray(decoded)[: len(rows)]
+
+    # XLA runs a small program on one core: chunks side by side use the others.
+    total, done = sum(map(work, chunks)), 0
+    progress = _reporting.get() or (lambda done, total: None)
+    progress(0, total)
+    with ThreadPoolExecutor(threads) as pool:
+        running = {pool.submit(decode, chunk): chunk for chunk in chunks}
+        try:
+            for finished in as_completed(running):
+                chunk = running[finished]
+                rows, _, out_width, _ = chunk
+                out[rows, :out_width] = finished.result()
+                done += work(chunk)
+                progress(done, total)
+        except BaseException:  # Ctrl-C: wait for the chunks under way only
+            for future in running:
+                future.cancel()
+            raise
+    return out

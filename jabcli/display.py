@@ -9,8 +9,10 @@ terminal is drawn at its own width.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,14 @@ from rich.live import Live
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -67,6 +76,44 @@ def live(renderable: RenderableType) -> Live:
     return Live(
         renderable, console=console, refresh_per_second=4, transient=False, redirect_stdout=False
     )
+
+
+@contextlib.contextmanager
+def decoding(passes: int, what: str = "decoding"):
+    """A bar with ETA on stderr while held-out inputs are decoded in `passes` rounds of
+    `decode.decode_rows` (a group's seeds, compared runs, forced lengths): shown in a
+    terminal only, once decoding has taken more than a second, and gone when it ends."""
+    from jabcli.decode import reporting
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield
+        return
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
+    task = bar.add_task(what, total=passes)
+    started, rounds, shown = time.monotonic(), -1, False
+
+    def report(done: int, total: int) -> None:
+        nonlocal rounds, shown
+        rounds += done == 0
+        bar.update(task, completed=min(passes, rounds + (done / total if total else 1)))
+        if not shown and time.monotonic() - started > 1.0:
+            bar.start()
+            shown = True
+
+    try:
+        with reporting(report):
+            yield
+    finally:
+        if shown:
+            bar.stop()
 
 
 def titled(title: str, body: RenderableType) -> Group:

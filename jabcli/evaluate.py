@@ -10,13 +10,11 @@ import jax
 import numpy as np
 
 from jabcli import memory
-from jabcli.decode import answer
+from jabcli.decode import decode_bytes, decode_rows
 from jabcli.errors import JabError
 from jabcli.experiment import Experiment
 from jabcli.tasks import Batch
 from jabcli.tokenizer import EOS_ID, PAD_ID, Tokenizer
-
-DECODE_CHUNK = 1024  # held-out sources decoded per call
 
 
 def evaluate(
@@ -49,22 +47,9 @@ def evaluate(
         raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
     max_out = tgt_out.shape[1]
     answer_lengths = np.sum(tgt_out != PAD_ID, axis=1) - 1  # the index of each <eos>
-    predicted = np.zeros((len(src), max_out), np.int32)
-    forced = np.zeros_like(predicted)
-    for start in range(0, len(src), DECODE_CHUNK):
-        chunk = src[start : start + DECODE_CHUNK]
-        lengths = answer_lengths[start : start + DECODE_CHUNK]
-        rows = len(chunk)
-        if len(src) > DECODE_CHUNK:  # keep one shape, so one compilation
-            # Empty rows: decoding counts them as finished from the start.
-            chunk = np.pad(chunk, ((0, DECODE_CHUNK - rows), (0, 0)), constant_values=PAD_ID)
-            lengths = np.pad(lengths, (0, DECODE_CHUNK - rows))
-        key = jax.random.fold_in(positions_key, start)
-        decoded, _ = answer(experiment, params, key, chunk, max_out)
-        predicted[start : start + rows] = np.asarray(decoded)[:rows]
-        if force_length:
-            decoded, _ = answer(experiment, params, key, chunk, max_out, lengths)
-            forced[start : start + rows] = np.asarray(decoded)[:rows]
+    predicted = decode_rows(experiment, params, positions_key, src, max_out)
+    if force_length:
+        forced = decode_rows(experiment, params, positions_key, src, max_out, answer_lengths)
     result = score(experiment.tokenizer, src, predicted, tgt_out)
     if force_length:
         content = score(experiment.tokenizer, src, forced, tgt_out)
@@ -106,6 +91,9 @@ def check_evaluation_memory(
     # example as text on the host, a few hundred bytes apiece.
     per_row = 4 * 4 * width + 4 * task.answer_width(max_len) + 400 + 8 * width
     memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
+    # Decoding takes a chunk of rows at a time: the longest inputs at least one row.
+    longest = decode_bytes(experiment, task.source_tokens(max_len) + 1, task.answer_width(max_len))
+    memory.check(longest, f"decoding an input of {max_len} symbols", "the longest length")
 
 
 def score(

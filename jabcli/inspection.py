@@ -218,18 +218,26 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     """Greedy answers [B, max_out] to a source batch, and the positions they were read at."""
     import jax
 
-    from jabcli.decode import answer
+    from jabcli.decode import answer, row_keys
 
     experiment = loaded.experiment
     max_out = experiment.task.answer_width_for(src.shape[1])
-    out, positions = answer(experiment, loaded.params, jax.random.PRNGKey(DECODE_KEY), src, max_out)
+    keys = row_keys(jax.random.PRNGKey(DECODE_KEY), np.arange(len(src)))
+    out, positions = answer(experiment, loaded.params, keys, src, max_out)
     return np.asarray(out), positions
 
 
 def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
-    """Each input's answer, its reference and whether they agree (None: no reference)."""
+    """Each input's answer, its reference and whether they agree (None: no reference);
+    the inputs decoded in chunks of similar length, as many as they are."""
+    import jax
+
+    from jabcli.decode import decode_rows
+
     src = encode_inputs(loaded, texts)
-    outputs, _ = decode_batch(loaded, src)
+    max_out = loaded.experiment.task.answer_width_for(src.shape[1])
+    key = jax.random.PRNGKey(DECODE_KEY)
+    outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
     rows = []
     for text, out in zip(texts, outputs):
         answer = loaded.experiment.tokenizer.decode(out)

@@ -58,6 +58,19 @@ class KeyValues(NamedTuple):
     values: jax.Array
 
 
+class CachedKeyValues(NamedTuple):
+    """A decoding cache's keys and values, each [B, H, Tk, K]: heads first, the layout the
+    attention's matmuls read, so that a decoding step reads its caches in place instead
+    of transposing every one of them at every step (a third of its time)."""
+
+    keys: jax.Array
+    values: jax.Array
+
+
+def heads_first(kv: KeyValues) -> CachedKeyValues:
+    return CachedKeyValues(*(x.transpose(0, 2, 1, 3) for x in kv))
+
+
 class MultiHeadAttention(hk.Module):
     """Scaled dot-product attention over H heads that also returns its weights.
 
@@ -97,9 +110,9 @@ class MultiHeadAttention(hk.Module):
         mask: jax.Array,
         query_positions: jax.Array,
         key_positions: jax.Array,
-        cache: KeyValues | None = None,
+        cache: KeyValues | CachedKeyValues | None = None,
         index: jax.Array | int = 0,
-    ) -> tuple[jax.Array, jax.Array, KeyValues]:
+    ) -> tuple[jax.Array, jax.Array, KeyValues | CachedKeyValues]:
         """[B, Tq, D] -> ([B, Tq, D], weights [B, H, Tq, Tk], the keys and values read)."""
         batch, query_len, _ = inputs.shape
         if context is None:
@@ -107,22 +120,23 @@ class MultiHeadAttention(hk.Module):
         elif cache is None:
             kv = self.project_kv(context, key_positions)
         else:
-            new = self.project_kv(context, query_positions)
-            kv = KeyValues(
+            new = heads_first(self.project_kv(context, query_positions))
+            kv = CachedKeyValues(
                 *(
-                    jax.lax.dynamic_update_slice_in_dim(old, part, index, axis=1)
+                    jax.lax.dynamic_update_slice_in_dim(old, part, index, axis=2)
                     for old, part in zip(cache, new)
                 )
             )
+        keys = "bhtk" if isinstance(kv, CachedKeyValues) else "bthk"
         queries = self.query_proj(inputs).reshape(batch, query_len, self.num_heads, self.key_size)
         queries = self.scheme.rotate(queries, query_positions)
-        logits = jnp.einsum("bqhk,bthk->bhqt", queries, kv.keys) / np.sqrt(self.key_size)
+        logits = jnp.einsum(f"bqhk,{keys}->bhqt", queries, kv.keys) / np.sqrt(self.key_size)
         bias = self.scheme.score_bias(query_positions, key_positions, self.num_heads, self.causal)
         if bias is not None:
             logits = logits + bias
         logits = jnp.where(mask, self.scheme.scale_scores(logits, mask), NEG_INF)
         attn_weights = jax.nn.softmax(logits, axis=-1)
-        attended = jnp.einsum("bhqt,bthk->bqhk", attn_weights, kv.values)
+        attended = jnp.einsum(f"bhqt,{keys}->bqhk", attn_weights, kv.values)
         return self.out_proj(attended.reshape(batch, query_len, -1)), attn_weights, kv
 
 
@@ -179,11 +193,11 @@ class EncoderLayer(hk.Module):
 
 
 class LayerCache(NamedTuple):
-    """One decoder layer's keys and values while decoding: its own so far [B, T, H, K]
-    and the encoder's [B, S, H, K]."""
+    """One decoder layer's keys and values while decoding: its own so far [B, H, T, K]
+    and the encoder's [B, H, S, K]."""
 
-    self_kv: KeyValues
-    cross_kv: KeyValues
+    self_kv: CachedKeyValues
+    cross_kv: CachedKeyValues
 
 
 class DecoderLayer(hk.Module):
@@ -408,9 +422,12 @@ class Transformer(hk.Module):
         """Empty self-attention caches and the encoder's keys and values, computed once."""
         batch = memory.shape[0]
         heads, key_size = self.cfg.num_heads, self.cfg.d_model // self.cfg.num_heads
-        empty = jnp.zeros((batch, tgt_len, heads, key_size), memory.dtype)
+        empty = jnp.zeros((batch, heads, tgt_len, key_size), memory.dtype)
         return [
-            LayerCache(KeyValues(empty, empty), layer.cross_attn.project_kv(memory, src_positions))
+            LayerCache(
+                CachedKeyValues(empty, empty),
+                heads_first(layer.cross_attn.project_kv(memory, src_positions)),
+            )
             for layer in self.decoder_layers
         ]
 

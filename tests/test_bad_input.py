@@ -289,3 +289,25 @@ def test_a_run_too_big_for_memory_is_refused_before_it_allocates(sets, lower, tm
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "of memory, but only" in lines[0] and lower in lines[0]
     assert not (tmp_path / "big").exists()
+
+
+def test_lengths_whose_decoding_cannot_fit_one_input_are_refused_before_decoding(
+    workdir, monkeypatch
+):
+    """Decoding takes a chunk of inputs at a time, however many there are; an input too
+    long for memory even alone is refused with the memory it needs, before any work."""
+    from jabcli import decode, memory
+
+    def never(*args, **kwargs):
+        raise AssertionError("decoding started")
+
+    monkeypatch.setattr(decode, "answer", never)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 32 * 2**20)
+    result = jab_here(
+        "eval", "--run", RUN, "--lengths", "900-1000", "--samples", "1", cwd=workdir, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith(
+        "jab: error: decoding an input of 1000 symbols needs about "
+    )
+    assert "of memory, but only 32.0 MiB is available; lower the longest length" in (result.stderr)
