@@ -194,9 +194,13 @@ def rows_for(experiment, src_width: int, max_out: int, budget: int = BUDGET) -> 
 
 def plan(experiment, src: np.ndarray, max_out: int, budget: int = BUDGET, threads: int = 1):
     """The chunks `decode_rows` decodes `src` [N, S] in: (row indices, source width,
-    answer width, rows) each, shortest sources first. The inputs of one width go in
-    chunks of one size (a power of two; the last one padded), small enough for `budget`
-    and for `threads` chunks at least when there are that many inputs."""
+    answer width, rows) each. All of `src` at once when it fits in `budget` x `threads`;
+    else shortest sources first, the inputs of one width in chunks of one size (a power
+    of two; the last one padded), small enough for `budget` and for `threads` chunks at
+    least when there are that many inputs."""
+    if len(src) * decode_bytes(experiment, src.shape[1], max_out) <= budget * threads:
+        # Small enough for one program: one chunk compiles once and decodes at once.
+        return [(np.arange(len(src)), src.shape[1], max_out, len(src))]
     tokens = np.sum(src != PAD_ID, axis=1)
     order = np.argsort(tokens, kind="stable")
     task = experiment.task
@@ -245,7 +249,8 @@ def decode_rows(
     goes to `reporting`'s callback, as work done so far and in all (rows x steps x width
     attended)."""
     out = np.full((len(src), max_out), PAD_ID, np.int32)
-    threads = max(1, min(os.cpu_count() or 1, 4))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = max(1, min(cores or 1, 4))
     chunks = plan(experiment, src, max_out, budget // threads, threads)
 
     def work(chunk) -> int:
@@ -269,6 +274,10 @@ def decode_rows(
     total, done = sum(map(work, chunks)), 0
     progress = _reporting.get() or (lambda done, total: None)
     progress(0, total)
+    if len(chunks) == 1:
+        out[:, : chunks[0][2]] = decode(chunks[0])
+        progress(total, total)
+        return out
     with ThreadPoolExecutor(threads) as pool:
         running = {pool.submit(decode, chunk): chunk for chunk in chunks}
         try:
