@@ -27,6 +27,10 @@ def test_the_tour_notebook_runs_headless_twice_and_shows_progress_curves_table_a
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = []  # nothing left over from the committed copy
+            # What is tested is that every cell runs and shows itself, not how well
+            # 300 steps learn: 40 steps do (the first cell says how many).
+            cell.source = cell.source.replace("STEPS = 300", "STEPS = 40")
+    assert "STEPS = 40" in notebook.cells[1].source + notebook.cells[0].source
     client = nbclient.NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
     )
@@ -45,6 +49,8 @@ def test_the_tour_notebook_runs_headless_twice_and_shows_progress_curves_table_a
     assert "<progress" in html and "exact match" in html and 'title="' in html
     again = nbformat.read(tmp_path / "tour.ipynb", as_version=4)
     again.cells = again.cells[:4]  # Run All a second time: up to training, in the same folder
+    for cell in again.cells:
+        cell.source = cell.source.replace("STEPS = 300", "STEPS = 40")
     nbclient.NotebookClient(
         again, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
     ).execute()
