@@ -15,8 +15,9 @@ tokens: no answer is longer than the task allows for its source (`answer`).
 `decode_rows` decodes any number of sources in bounded memory: sorted by length and cut
 into chunks of similar length, each as wide as its longest source (rounded up to one of
 a few widths, so compiled programs are reused) and decoded until its own longest answer
-ends. Each row reads positions drawn from its own key, so an answer does not depend on
-which rows it was decoded beside.
+ends. Row r reads positions drawn from its own key, `fold_in(key, r)`, so its answer
+does not depend on which rows it was chunked with (it does on r, for randomized
+positions: the same input at another row may draw other positions).
 """
 
 from __future__ import annotations

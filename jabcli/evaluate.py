@@ -80,10 +80,15 @@ def _draw_held_out(experiment, key, samples, min_len, max_len, each_length):
 
 
 def check_evaluation_memory(
-    experiment: Experiment, rows: int, option: str, max_len: int | None = None
+    experiment: Experiment,
+    rows: int,
+    option: str,
+    max_len: int | None = None,
+    longest: str = "--lengths",
 ) -> None:
     """Refuse an evaluation of `rows` sources whose held-out sample, answers and scored
-    examples would not fit in memory."""
+    examples would not fit in memory (`option` sets `rows`), or whose longest input
+    (set by `longest`) cannot be decoded even alone."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
     task = experiment.task
     width = task.source_tokens(max_len) + 1 + 2 * task.answer_width(max_len)
@@ -92,8 +97,8 @@ def check_evaluation_memory(
     per_row = 4 * 4 * width + 4 * task.answer_width(max_len) + 400 + 8 * width
     memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
     # Decoding takes a chunk of rows at a time: the longest inputs at least one row.
-    longest = decode_bytes(experiment, task.source_tokens(max_len) + 1, task.answer_width(max_len))
-    memory.check(longest, f"decoding an input of {max_len} symbols", "the longest length")
+    need = decode_bytes(experiment, task.source_tokens(max_len) + 1, task.answer_width(max_len))
+    memory.check(need, f"decoding an input of {max_len} symbols", f"the longest length ({longest})")
 
 
 def score(

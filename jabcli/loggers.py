@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,11 +29,12 @@ from jabcli.errors import JabError
 
 EXTRAS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
 NOT_SCALARS = ("step", "elapsed_s")  # the x axis, and what the logger's clock already says
+ID_FILE = "wandb-id"  # in a run folder: the id of its W&B run, which a resume continues
 
 
 def names(log_to: str) -> list[str]:
-    """The loggers `train.log_to` asks for, in its order."""
-    return [name.strip() for name in log_to.split(",") if name.strip()]
+    """The loggers `train.log_to` asks for, in its order, each once."""
+    return list(dict.fromkeys(name.strip() for name in log_to.split(",") if name.strip()))
 
 
 def tag(key: str) -> str:
@@ -83,7 +85,7 @@ class Logs:
                 for n, run in enumerate(runs):
                     writer = WRITERS[name](run, group, start_step)
                     logs.writers.append((name, n, writer))
-                warn(writer.where(group or runs[0].path))
+                warn(writer.where(group))
         except Exception as err:
             logs.close()
             raise JabError(f"train.log_to={name}: cannot start logging: {err}") from err
@@ -115,12 +117,13 @@ class TensorBoard:
     def __init__(self, run, group: Path | None, start_step: int) -> None:
         from tensorboardX import SummaryWriter
 
-        # A resumed run's events past its checkpoint are dropped by TensorBoard.
-        purge = start_step if start_step > 0 else None
+        # A resumed run's events after its checkpoint are dropped by TensorBoard.
+        purge = start_step + 1 if start_step > 0 else None
         self.writer = SummaryWriter(logdir=str(run.path), purge_step=purge, flush_secs=30)
+        self.path = run.path
 
-    def where(self, path: Path) -> str:
-        return f"Logging to TensorBoard: tensorboard --logdir {path}"
+    def where(self, group: Path | None) -> str:
+        return f"Logging to TensorBoard: tensorboard --logdir {group or self.path}"
 
     def log(self, record: dict[str, Any]) -> None:
         for name, value in scalars(record).items():
@@ -136,16 +139,24 @@ class TensorBoard:
 
 class WandB:
     """A W&B run per seed; W&B's own environment (WANDB_PROJECT, WANDB_ENTITY,
-    WANDB_MODE, WANDB_API_KEY) says where it goes. A resumed run continues its W&B run."""
+    WANDB_MODE, WANDB_API_KEY) says where it goes. A resumed run continues its W&B run,
+    whose id the run folder keeps (`ID_FILE`)."""
 
     def __init__(self, run, group: Path | None, start_step: int) -> None:
         import wandb
 
+        from jabcli.runs import atomic_write
+
         folder = Path(os.environ.get("WANDB_DIR") or run.path)
+        saved = run.path / ID_FILE
+        previous = saved.read_text().strip() if start_step > 0 and saved.is_file() else None
+        run_id = previous or secrets.token_hex(4)  # as W&B's own: 8 of [0-9a-z]
+        if previous is None:
+            atomic_write(saved, run_id.encode())
         config, _ = run.load_config()
         self.run = wandb.init(
             dir=str(folder),
-            id=_previous_id(folder) if start_step > 0 else None,
+            id=run_id,
             resume="allow",
             name=str(run.path),
             group=str(group) if group is not None else None,
@@ -155,10 +166,12 @@ class WandB:
         )
         self.last: dict[str, Any] | None = None
 
-    def where(self, path: Path) -> str:
+    def where(self, group: Path | None) -> str:
         if self.run.settings.mode == "offline" or not self.run.url:
-            return f"Logging to W&B offline in {path}/wandb (wandb sync uploads it)"
-        return f"Logging to W&B: {self.run.url}"
+            folder = Path(self.run.dir).parent.parent  # wandb/offline-run-DATE-ID/files
+            seeds = ", one W&B run per seed" if group is not None else ""
+            return f"Logging to W&B offline in {folder}{seeds} (wandb sync uploads it)"
+        return f"Logging to W&B: {self.run.url}" + (" (and the other seeds)" if group else "")
 
     def log(self, record: dict[str, Any]) -> None:
         self.run.log(scalars(record), step=record["step"])
@@ -180,13 +193,6 @@ class WandB:
         self.run.finish()
 
 
-def _previous_id(folder: Path) -> str | None:
-    """The id of the W&B run last written under `folder` (W&B names its run folders
-    `run-DATE-ID` or `offline-run-DATE-ID`), so that a resume continues it."""
-    latest = folder / "wandb" / "latest-run"
-    return latest.resolve().name.rsplit("-", 1)[-1] if latest.exists() else None
-
-
 WRITERS = {"tensorboard": TensorBoard, "wandb": WandB}
 
 
@@ -196,18 +202,25 @@ def export_tensorboard(run) -> list[Path]:
     so an interrupted export leaves the old files or the new ones, whole."""
     from tensorboardX import SummaryWriter
 
+    from jabcli.runs import describe
+
     records = run.read_metrics()
     if not records:
         raise JabError(f"{run.path} has no metrics yet: nothing to export")
-    with tempfile.TemporaryDirectory(dir=run.path, prefix=".export-") as aside:
-        writer = SummaryWriter(logdir=aside)
-        for record in records:
-            for name, value in scalars(record).items():
-                writer.add_scalar(name, value, record["step"])
-        writer.close()
-        for old in run.path.glob("events.out.tfevents.*"):
-            old.unlink()
-        written = []
-        for new in Path(aside).glob("events.out.tfevents.*"):
-            written.append(Path(shutil.move(new, run.path / new.name)))
+    try:
+        with run.lock(), tempfile.TemporaryDirectory(dir=run.path, prefix=".export-") as aside:
+            writer = SummaryWriter(logdir=aside)
+            for record in records:
+                for name, value in scalars(record).items():
+                    writer.add_scalar(name, value, record["step"])
+            writer.close()
+            for old in run.path.glob("events.out.tfevents.*"):
+                old.unlink()
+            written = []
+            for new in Path(aside).glob("events.out.tfevents.*"):
+                written.append(Path(shutil.move(new, run.path / new.name)))
+    except OSError as err:
+        raise JabError(
+            f"could not write TensorBoard events into {run.path}: {describe(err)}"
+        ) from None
     return written

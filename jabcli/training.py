@@ -315,7 +315,9 @@ class Trainer:
             "a training step",
             f"train.batch_size, task.max_len or {sizes}",
         )
-        check_evaluation_memory(experiment, tr.eval_samples, "train.eval_samples")
+        check_evaluation_memory(
+            experiment, tr.eval_samples, "train.eval_samples", longest="task.max_len"
+        )
         if states is None:  # runs once: compiled fast rather than optimized
             program = jax.jit(make).lower(seeds)
             state = program.compile(compiler_options=INIT_COMPILER_OPTIONS)(seeds)

@@ -310,4 +310,6 @@ def test_lengths_whose_decoding_cannot_fit_one_input_are_refused_before_decoding
     assert result.stderr.strip().startswith(
         "jab: error: decoding an input of 1000 symbols needs about "
     )
-    assert "of memory, but only 32.0 MiB is available; lower the longest length" in (result.stderr)
+    assert "of memory, but only 32.0 MiB is available; lower the longest length (--lengths)" in (
+        result.stderr
+    )

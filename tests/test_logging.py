@@ -171,3 +171,37 @@ def test_logging_turned_on_in_a_runs_config_takes_effect_when_it_resumes(tmp_pat
     jab_here("resume", "r", "--steps", "100", cwd=tmp_path)  # not refused as an edited config
     logged = tensorboard_scalars(tmp_path / "r")
     assert [step for step, _ in logged["train/loss"]] == [80, 100]
+
+
+def test_a_run_logged_from_its_start_and_resumed_keeps_every_step_in_tensorboard(tmp_path):
+    jab_here("train", *SHORT, "--set", "train.log_to=tensorboard,tensorboard", "--out", "r",
+             cwd=tmp_path)  # fmt: skip
+    assert loggers.names("tensorboard, tensorboard") == ["tensorboard"]  # one writer
+    jab_here("resume", "r", "--steps", "100", cwd=tmp_path)
+    run = tmp_path / "r"
+    assert [r["step"] for r in metrics(run)] == [20, 40, 60, 80, 100]
+    assert_same(tensorboard_scalars(run), expected_scalars(run))  # step 60 too
+
+
+def test_a_resumed_group_continues_each_seeds_own_wandb_run(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))  # shared by every seed
+    args = [*TINY, "--steps", "40", "--set", "train.log_every=20", "--seeds", "2"]
+    jab_here("train", *args, "--set", "train.log_to=wandb", "--out", "g", cwd=tmp_path)
+    ids = [(tmp_path / "g" / seed / loggers.ID_FILE).read_text() for seed in ("seed-0", "seed-1")]
+    assert len(set(ids)) == 2
+    jab_here("resume", "g", "--steps", "60", cwd=tmp_path)
+    for run_id in ids:  # each seed's W&B run, started and then continued
+        assert len(list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))) == 2
+
+
+def test_jab_export_refuses_a_run_that_is_being_written(tmp_path):
+    from jabcli.runs import Run
+
+    jab_here("train", *SHORT, "--out", "r", cwd=tmp_path)
+    with Run(tmp_path / "r").lock():  # as a training process holds it
+        result = jab_here("export", "r", "--tensorboard", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert "r is being written by another jab process" in result.stderr
+    assert not list((tmp_path / "r").glob("events.out.tfevents.*"))
