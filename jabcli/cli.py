@@ -223,6 +223,7 @@ def tasks_command(
                 "min_len": defaults["min_len"],
                 "max_len": defaults["max_len"],
                 "aligned": task().aligned,
+                "level": task.level or None,  # regular, DCF or CS; None: jab's own
             }
         )
     if as_json:

@@ -179,24 +179,29 @@ def lines(blocks: list[list[str]]) -> Group:
 
 def task_table(rows: list[dict[str, Any]]) -> Group:
     table = Table()
-    for column in ("name", "description", "alphabet", "lengths", "coupled"):
+    for column in ("name", "description", "alphabet", "lengths", "level", "coupled"):
         table.add_column(column, overflow="fold")
     for r in rows:
         lengths = f"{r['min_len']}-{r['max_len']}"
         coupled = "yes" if r["aligned"] else "-"
-        table.add_row(r["name"], r["description"], r["alphabet"], lengths, coupled)
+        level = r["level"] or "-"
+        table.add_row(r["name"], r["description"], r["alphabet"], lengths, level, coupled)
     narrow = lines(
         [
             [
                 r["name"],
                 r["description"],
                 f"alphabet {r['alphabet']}, lengths {r['min_len']}-{r['max_len']}, "
-                f"coupled: {'yes' if r['aligned'] else '-'}",
+                f"level: {r['level'] or '-'}, coupled: {'yes' if r['aligned'] else '-'}",
             ]
             for r in rows
         ]
     )
-    key = "coupled: whether model.pos_encoding=coupled applies (the task has an alignment)"
+    key = (
+        "level: the task's place in the Chomsky hierarchy in Delétang et al. (2023), regular,"
+        " DCF (deterministic context-free) or CS (context-sensitive); - for jab's own tasks."
+        " coupled: whether model.pos_encoding=coupled applies (the task has an alignment)"
+    )
     return titled("Built-in tasks", Group(Fitted(table, narrow), Text(key, style="dim")))
 
 

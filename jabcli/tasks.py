@@ -54,6 +54,7 @@ class Task:
     fixed_alphabet: ClassVar[bool] = False  # True when task.alphabet may not change it
     min_length: ClassVar[int] = 1  # shortest valid source
     generated: ClassVar[bool] = True  # drawn by JAX code alone, so it can be jitted
+    level: ClassVar[str] = ""  # its level in the Chomsky hierarchy (Delétang et al. 2023)
 
     def __post_init__(self) -> None:
         if not self.alphabet:
@@ -298,6 +299,7 @@ class Copy(Task):
 
 class Reverse(Task):
     name = "reverse"
+    level = "DCF"
     description = "Reverse the input: 3141 -> 1413"
 
     def solve(self, text):
@@ -312,6 +314,7 @@ class Reverse(Task):
 
 class Duplicate(Task):
     name = "duplicate"
+    level = "CS"
     description = "Write the input twice: 314 -> 314314"
 
     def solve(self, text):
@@ -349,6 +352,7 @@ class Shift(Task):
 
 class OddsFirst(Task):
     name = "odds_first"
+    level = "CS"
     description = "Odd positions, then even: 31415 -> 34511"
 
     def solve(self, text):
@@ -378,6 +382,7 @@ class Sort(Task):
 
 class BucketSort(Sort):
     name = "bucket_sort"
+    level = "CS"
     description = "Sort, many duplicates: 2010210 -> 0001122"
     default_alphabet = "012"
 
@@ -540,10 +545,78 @@ class Hinted(Task):
         return assemble(source, 2 * lengths, answer, 2 * target_lengths, self.answer_width(max_len))
 
 
+@dataclass(frozen=True)
+class Classify(Task):
+    """A task whose answer is one symbol, the class of its input (the regular tasks of
+    Delétang et al. 2023, "Neural Networks and the Chomsky Hierarchy"): the decoder
+    writes the class and <eos>. Subclasses say how a row of symbol values [batch, L]
+    and its length map to a class (`classify`)."""
+
+    classes: ClassVar[str] = "01"  # the answer symbols, class 0, 1, ...
+    fixed_alphabet = True
+    level = "regular"
+
+    def output_length(self, length):
+        return length * 0 + 1  # an int for an int, an array for an array
+
+    def classify(self, values: jax.Array, valid: jax.Array) -> jax.Array:
+        """[batch] classes of rows of symbol values [batch, L], `valid` where a symbol is."""
+        raise NotImplementedError
+
+    def solve(self, text):
+        values = jnp.asarray([[self.alphabet.index(c) for c in text]])
+        return self.classes[int(self.classify(values, values >= 0)[0])]
+
+    def targets(self, tokens, lengths):
+        values = jnp.argmax(tokens[:, :, None] == self.symbol_ids[None, None, :], axis=-1)
+        valid = columns(tokens) < lengths[:, None]
+        found = self.classify(jnp.where(valid, values, 0), valid)
+        class_ids = jnp.asarray(self.tokenizer.ids(self.classes), jnp.int32)
+        return class_ids[found][:, None], jnp.ones_like(lengths)
+
+
+@dataclass(frozen=True)
+class ParityCheck(Classify):
+    name = "parity_check"
+    description = "Are there an odd number of 1s? 1011 -> 1"
+    default_alphabet = "01"
+
+    def classify(self, values, valid):
+        return jnp.sum(values * valid, axis=1) % 2
+
+
+@dataclass(frozen=True)
+class EvenPairs(Classify):
+    name = "even_pairs"
+    description = "Are there an odd number of 01s and 10s? 0110 -> 0"
+    default_alphabet = "01"
+
+    def classify(self, values, valid):
+        changes = (values[:, 1:] != values[:, :-1]) & valid[:, 1:]
+        return jnp.sum(changes, axis=1) % 2
+
+
+@dataclass(frozen=True)
+class CycleNavigation(Classify):
+    """Steps around a cycle of 5 places from place 0: symbol 0 steps back, 1 stays, 2
+    steps on; the answer is the place reached (as in the paper's encoding)."""
+
+    name = "cycle_navigation"
+    description = "Where on a cycle of 5 do the steps end? 2202 -> 2"
+    default_alphabet = "012"
+    classes = "01234"
+
+    def classify(self, values, valid):
+        return jnp.sum((values - 1) * valid, axis=1) % 5
+
+
 TASKS: dict[str, type[Task]] = {
     task.name: task
-    for task in (Copy, Reverse, Duplicate, Shift, OddsFirst, Sort, BucketSort, Addition)
-}
+    for task in (
+        Copy, Reverse, Duplicate, Shift, OddsFirst, Sort, BucketSort, Addition,
+        ParityCheck, EvenPairs, CycleNavigation,
+    )
+}  # fmt: skip
 
 
 def task_class(name: str) -> type[Task]:

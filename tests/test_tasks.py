@@ -216,3 +216,22 @@ def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
             declared.add(option.name)
     shared = {"name", "min_len", "max_len", "alphabet", "index_hints", "held_out"}
     assert set(keys) - shared == declared  # no task.* key that no task takes
+
+
+def test_a_classification_task_trains_evaluates_and_answers_one_class_symbol(tmp_path):
+    """The regular tasks of the Chomsky-hierarchy benchmark answer one symbol: the
+    decoder writes the class and <eos>, at any input length."""
+    from jabrun import jab_here
+
+    from jabcli import api
+
+    small = ["--set", "model.d_model=16", "--set", "model.d_ff=32", "--set",
+             "model.num_layers=1", "--set", "train.eval_every=40"]  # fmt: skip
+    jab_here("train", "--task", "cycle_navigation", "--steps", "40", *small, "--out", "c",
+             cwd=tmp_path)  # fmt: skip
+    lengths = ["--lengths", "1-40", "--samples", "5", "--json"]
+    evaluated = json.loads(jab_here("eval", "--run", "c", *lengths, cwd=tmp_path).stdout)
+    assert sorted(map(int, evaluated["per_length"])) == list(range(1, 41))
+    rows = api.load(tmp_path / "c").predict(["2202", "0" * 30])
+    assert [row["expected"] for row in rows] == ["2", "0"]  # 30 steps back: -30 % 5
+    assert all(len(row["output"]) <= 1 and row["output"] in "01234" for row in rows)
