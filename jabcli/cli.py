@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from jabcli import __version__
-from jabcli.errors import JabError
+from jabcli.errors import JabError, suggest
 from jabcli.interrupt import interrupted
 from jabcli.pipes import QuietStdout, reader_gone
 
@@ -93,7 +93,7 @@ def root(
 def complete_task(incomplete: str) -> list[str]:
     """Shell completion of --task: the built-in tasks, as `jab tasks` lists them (the
     registry imports no JAX), and file: for a data file."""
-    from jabcli.tasks import TASKS
+    from jabcli.registry import TASKS
 
     return [name for name in [*TASKS, "file:"] if name.startswith(incomplete)]
 
@@ -210,7 +210,7 @@ def tasks_command(
     """List the built-in tasks."""
     from jabcli.config import TaskConfig, preset
     from jabcli.display import commands, console, task_table
-    from jabcli.tasks import TASKS
+    from jabcli.registry import TASKS
 
     rows = []
     for name, task in TASKS.items():
@@ -219,7 +219,7 @@ def tasks_command(
             {
                 "name": name,
                 "description": task.description,
-                "alphabet": defaults["alphabet"] or task.default_alphabet,
+                "alphabet": defaults["alphabet"] or task().alphabet,
                 "min_len": defaults["min_len"],
                 "max_len": defaults["max_len"],
                 "aligned": task().aligned,
@@ -785,6 +785,15 @@ def study_show_command(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the table as Markdown, for a README.")
     ] = False,
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="What the table shows per bin: seq_acc (exact match), token_acc (answer "
+            "tokens and <eos>) or symbol_acc (per-symbol accuracy, as Delétang et al. 2023 "
+            "score their benchmark).",
+        ),
+    ] = "seq_acc",
     save: Annotated[
         Path | None,
         typer.Option(
@@ -798,12 +807,17 @@ def study_show_command(
     """Show a study's table (cells x lengths) and its plot of exact match by length."""
     from jabcli import studies
     from jabcli.display import console, say, show_picture, study_curves, study_table
-    from jabcli.formatting import study_markdown
+    from jabcli.formatting import STUDY_METRICS, study_markdown
 
     if as_json and markdown:
         raise JabError("give either --json or --markdown, not both")
+    if metric not in STUDY_METRICS:
+        raise JabError(
+            f"--metric must be one of {', '.join(STUDY_METRICS)}, got {metric!r}"
+            f"{suggest(metric, STUDY_METRICS)}"
+        )
     check_save(save, PLOT_FILES)
-    results = studies.table(folder)
+    results = {**studies.table(folder), "metric": metric}
     if as_json:
         print(json.dumps(results))
     elif markdown:

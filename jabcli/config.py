@@ -36,6 +36,7 @@ class TaskConfig:
     shift: int = 1  # shift: how far to rotate
     reverse_answer: bool = False  # addition: write the sum least significant digit first
     index_hints: bool = False  # tasks that move symbols: an index before every symbol
+    modulus: int = 5  # modular_arithmetic(_brackets), solve_equation: residues 0 .. modulus - 1
     held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
 
 

@@ -50,9 +50,10 @@ def evaluate(
     predicted = decode_rows(experiment, params, positions_key, src, max_out)
     if force_length:
         forced = decode_rows(experiment, params, positions_key, src, max_out, answer_lengths)
-    result = score(experiment.tokenizer, src, predicted, tgt_out)
+    end_scored = experiment.task.end_scored
+    result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored)
     if force_length:
-        content = score(experiment.tokenizer, src, forced, tgt_out)
+        content = score(experiment.tokenizer, src, forced, tgt_out, end_scored)
         result["forced_seq_acc"] = content["seq_acc"]
         for length, row in result["per_length"].items():
             row["forced_seq_acc"] = content["per_length"][length]["seq_acc"]
@@ -102,17 +103,27 @@ def check_evaluation_memory(
 
 
 def score(
-    tokenizer: Tokenizer, src: np.ndarray, predicted: np.ndarray, expected: np.ndarray
+    tokenizer: Tokenizer,
+    src: np.ndarray,
+    predicted: np.ndarray,
+    expected: np.ndarray,
+    end_scored: bool = False,
 ) -> dict:
     """Token and exact-match accuracy of answers [N, T] against references, overall and
     per source length, with every example decoded to text. Index hints are the model's
-    working, not its answer: only the symbols count."""
+    working, not its answer: only the symbols count.
+
+    `token_acc` scores every answer token and its <eos>. `symbol_acc` scores them as
+    Delétang et al. (2023) do: the answer's symbols, and its end only where their task
+    writes an end marker (`end_scored`); a study averages it over lengths, as they do."""
     predicted, expected = symbols_only(tokenizer, predicted), symbols_only(tokenizer, expected)
     width = max(predicted.shape[1], expected.shape[1])
     predicted = np.pad(predicted, ((0, 0), (0, width - predicted.shape[1])))
     expected = np.pad(expected, ((0, 0), (0, width - expected.shape[1])))
     real = expected != PAD_ID
     token_hits = (predicted == expected) & real
+    symbols = real if end_scored else real & (expected != EOS_ID)
+    symbol_hits = (predicted == expected) & symbols
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
     lengths = np.sum((src != PAD_ID) & (src != EOS_ID) & ~tokenizer.is_hint(src), axis=1)
     per_length = {}
@@ -121,6 +132,7 @@ def score(
         per_length[int(length)] = {
             "samples": int(rows.sum()),
             "token_acc": float(token_hits[rows].sum() / real[rows].sum()),
+            "symbol_acc": ratio(symbol_hits[rows].sum(), symbols[rows].sum()),
             "seq_acc": float(exact[rows].mean()),
         }
     decode = tokenizer.decode
@@ -131,10 +143,16 @@ def score(
     return {
         "samples": len(src),
         "token_acc": float(token_hits.sum() / real.sum()),
+        "symbol_acc": ratio(symbol_hits.sum(), symbols.sum()),
         "seq_acc": float(exact.mean()),
         "per_length": per_length,
         "examples": examples,
     }
+
+
+def ratio(hits, count) -> float:
+    """hits / count; an answer with no symbols (an empty stack) is right when it ends."""
+    return float(hits / count) if count else 1.0
 
 
 def symbols_only(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ from jabcli.datafile import DataFile, FileTask
 from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
 from jabcli.positions import PositionalScheme, get_scheme
-from jabcli.tasks import TASKS, Batch, Hinted, Task, task_class
+from jabcli.registry import TASKS, task_class
+from jabcli.tasks import Batch, Hinted, Task
 from jabcli.tokenizer import HINTS, Tokenizer
 
 DATA_SUFFIXES = (".tsv", ".jsonl")

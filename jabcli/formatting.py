@@ -91,9 +91,20 @@ def study_figure(value: dict[str, float] | None, show=percent) -> str:
     return median_range(value["median"], value["min"], value["max"], show)
 
 
+# What `jab study show --metric` can show, the key of its figures in `studies.table`'s
+# cells, and its name in the heading.
+STUDY_METRICS = {
+    "seq_acc": ("bins", "Exact match"),
+    "token_acc": ("token_bins", "Token accuracy (answer and <eos>)"),
+    "symbol_acc": ("symbol_bins", "Per-symbol accuracy as Delétang et al. (2023) score it"),
+}
+
+
 def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Each cell's name and the figures of its row: steps, training seconds, each bin's
-    exact match (with the forced one after a slash), longest length at >= 50%."""
+    exact match or `results["metric"]` (with the forced exact match after a slash),
+    longest length at >= 50% exact match."""
+    key = STUDY_METRICS[results.get("metric", "seq_acc")][0]
     rows = []
     for c in results["cells"]:
         if c["state"] != "measured":
@@ -103,8 +114,8 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
             continue
         figures = []
         for b in results["bins"]:
-            text = study_figure(c["bins"].get(b))
-            if "forced_bins" in c and b in c["forced_bins"]:
+            text = study_figure(c.get(key, {}).get(b))
+            if key == "bins" and "forced_bins" in c and b in c["forced_bins"]:
                 text += " / " + percent(c["forced_bins"][b]["median"])
             figures.append(text)
         longest = study_figure(c["longest_at_half"], lambda x: f"{x:g}")
@@ -121,9 +132,11 @@ def study_heading(results: dict[str, Any]) -> str:
         else ""
     )
     samples = results["samples_per_length"]
+    metric = results.get("metric", "seq_acc")
+    forced = forced if metric == "seq_acc" else ""
     return (
-        f"Exact match by input length, median [min-max] over {seeds}; {samples} held-out "
-        f"inputs per length{forced}"
+        f"{STUDY_METRICS[metric][1]} by input length (the mean over each bin's lengths), "
+        f"median [min-max] over {seeds}; {samples} held-out inputs per length{forced}"
     )
 
 

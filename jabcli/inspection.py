@@ -157,7 +157,7 @@ def evaluate_runs(
     return results[0] if len(results) == 1 else combine(str(path), results)
 
 
-FIGURES = ("token_acc", "seq_acc", "forced_seq_acc")
+FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc")
 
 
 def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:

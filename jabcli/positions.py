@@ -290,7 +290,7 @@ class Coupled(Distance):
                 "the model the alignment that hints make it find"
             )
         if not task.aligned:
-            from jabcli.tasks import TASKS
+            from jabcli.registry import TASKS
 
             aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
             raise JabError(

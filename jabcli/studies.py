@@ -299,10 +299,19 @@ def check(study: Study) -> list[Any]:
         config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
         # Where its logs go decides no result: turning logging on reruns nothing.
         config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
+        defaults = configuration.Config().to_dict()
+        for section, key in ADDED_LATER:  # at its default, as the cell was before the key
+            if config[section].get(key) == defaults[section][key]:
+                config[section] = {k: v for k, v in config[section].items() if k != key}
         spec = {"task": cell.written, "config": config, "evaluate": study.evaluation.to_dict()}
         cell.spec = digest(spec)
         experiments.append(experiment)
     return experiments
+
+
+# Config keys jab gained after studies could be run: a cell's spec leaves one out while
+# it has its default, so a study measured before the key existed keeps its cells.
+ADDED_LATER = (("task", "modulus"),)
 
 
 def digest(value: Any) -> str:
@@ -494,6 +503,7 @@ def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, A
     for metric, key in (
         ("seq_acc", "bins"),
         ("token_acc", "token_bins"),
+        ("symbol_acc", "symbol_bins"),
         ("forced_seq_acc", "forced_bins"),
     ):
         if metric in measures:

@@ -1,4 +1,5 @@
-"""The built-in toy tasks: one small class each, one registry.
+"""The task contract and the tasks on strings: one small class each (registry.py names
+them, arithmetic.py holds the tasks on numbers).
 
 A task turns a batch of random source sequences into their targets with array
 operations (no per-example Python loop), so batches are drawn on the device inside
@@ -9,9 +10,10 @@ against and `jab predict` marks answers with.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from itertools import pairwise
 from typing import ClassVar, NamedTuple
 
-from jabcli.errors import JabError, suggest
+from jabcli.errors import JabError
 from jabcli.runtime import Lazy
 from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
@@ -55,6 +57,7 @@ class Task:
     min_length: ClassVar[int] = 1  # shortest valid source
     generated: ClassVar[bool] = True  # drawn by JAX code alone, so it can be jitted
     level: ClassVar[str] = ""  # its level in the Chomsky hierarchy (Delétang et al. 2023)
+    end_scored: ClassVar[bool] = False  # whether their score counts the answer's end too
 
     def __post_init__(self) -> None:
         if not self.alphabet:
@@ -388,90 +391,6 @@ class BucketSort(Sort):
 
 
 @dataclass(frozen=True)
-class Addition(Task):
-    """Decimal a+b; with `task.reverse_answer` the sum is written least significant digit first.
-
-    A source of length L is a+b with len(a) + len(b) = L - 1, so L >= 3. Numbers have
-    no leading zeros.
-    """
-
-    reverse_answer: bool = False
-    name = "addition"
-    description = "Add two numbers: 57+68 -> 125"
-    default_alphabet = "+0123456789"
-    fixed_alphabet = True
-    min_length = 3
-
-    def check_input(self, text):
-        a, plus, b = text.partition("+")
-        if not (plus and a.isdigit() and b.isdigit()):
-            raise JabError(f"addition takes inputs like 57+68, got {text!r}")
-
-    def solve(self, text):
-        a, _, b = text.partition("+")
-        total = str(int(a) + int(b))
-        return total[::-1] if self.reverse_answer else total
-
-    def output_length(self, length):
-        return length - 1  # the sum has at most one digit more than the longer term
-
-    def sample_lengths(self, key, lengths, max_len):
-        plus_id = self.tokenizer.ids("+")[0]
-        digit_ids = jnp.asarray(self.tokenizer.ids("0123456789"), jnp.int32)
-        split_key, a_key, b_key = jax.random.split(key, 3)
-        a_len = jax.random.randint(split_key, lengths.shape, 1, lengths - 1)
-        b_len = lengths - 1 - a_len
-        a_digits = random_number(a_key, a_len, max_len)
-        b_digits = random_number(b_key, b_len, max_len)
-        i = columns(a_digits)
-        b_here = jnp.take_along_axis(b_digits, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
-        digits = jnp.where(i < a_len[:, None], a_digits, b_here)
-        tokens = jnp.where(i == a_len[:, None], plus_id, digit_ids[digits])
-        tokens = jnp.where(i < lengths[:, None], tokens, PAD_ID)
-        # Add least significant digit first, carrying along the row.
-        a_low = gather(a_digits, a_len[:, None] - 1 - i, a_len, fill=0)
-        b_low = gather(b_digits, b_len[:, None] - 1 - i, b_len, fill=0)
-
-        def add(carry, columns):
-            total = columns[0] + columns[1] + carry
-            return total // 10, total % 10
-
-        _, sum_low = jax.lax.scan(add, jnp.zeros_like(lengths), (a_low.T, b_low.T))
-        sum_low = sum_low.T  # [batch, max_len], least significant first
-        sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
-        order = i if self.reverse_answer else sum_len[:, None] - 1 - i
-        answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.output_length(max_len)]
-        return assemble(tokens, lengths, answer, sum_len, self.answer_width(max_len))
-
-    def alignment(self, src, width):
-        """Digit k of each term (k = 0 least significant) and of the sum share index k.
-        Least significant first, answer step t writes digit t (and step m + 1, past the
-        longer term's m digits, the <eos> after a carry). Most significant first, the
-        sum has m or m + 1 digits, which the input alone does not tell: step t is given
-        index m - t, the digit it writes when the sum has m + 1 digits."""
-        plus_id = self.tokenizer.ids("+")[0]
-        i = columns(src)
-        lengths = source_lengths(src)[:, None]
-        a_len = jnp.argmax(src == plus_id, axis=1)[:, None]
-        significance = jnp.where(i < a_len, a_len - 1 - i, lengths - 1 - i)
-        digit = (i < lengths) & (i != a_len)
-        source = jnp.where(digit, significance, UNALIGNED)
-        longer = jnp.maximum(a_len, lengths - 1 - a_len)
-        steps = columns(src, width)
-        index = steps if self.reverse_answer else longer - steps
-        answer = jnp.where(steps <= longer + 1, index, UNALIGNED)
-        return source.astype(jnp.int32), answer.astype(jnp.int32)
-
-
-def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
-    """Digit values [batch, width], most significant first, no leading zero; 0 past `lengths`."""
-    digits = jax.random.randint(key, (lengths.shape[0], width), 0, 10)
-    lead = jax.random.randint(jax.random.fold_in(key, 1), (lengths.shape[0],), 1, 10)
-    digits = digits.at[:, 0].set(jnp.where(lengths > 1, lead, digits[:, 0]))
-    return jnp.where(columns(digits) < lengths[:, None], digits, 0)
-
-
-@dataclass(frozen=True)
 class Hinted(Task):
     """A task with index hints (`task.index_hints`, after Zhou et al. 2024), wrapping the
     task it hints: every source symbol is preceded by an index hint, increasing along
@@ -550,7 +469,8 @@ class Classify(Task):
     """A task whose answer is one symbol, the class of its input (the regular tasks of
     Delétang et al. 2023, "Neural Networks and the Chomsky Hierarchy"): the decoder
     writes the class and <eos>. Subclasses say how a row of symbol values [batch, L]
-    and its length map to a class (`classify`)."""
+    and its length map to a class (`classify`), or draw sources and their classes
+    together (`sample_symbols`)."""
 
     classes: ClassVar[str] = "01"  # the answer symbols, class 0, 1, ...
     fixed_alphabet = True
@@ -563,16 +483,16 @@ class Classify(Task):
         """[batch] classes of rows of symbol values [batch, L], `valid` where a symbol is."""
         raise NotImplementedError
 
-    def solve(self, text):
-        values = jnp.asarray([[self.alphabet.index(c) for c in text]])
-        return self.classes[int(self.classify(values, values >= 0)[0])]
-
     def targets(self, tokens, lengths):
         values = jnp.argmax(tokens[:, :, None] == self.symbol_ids[None, None, :], axis=-1)
         valid = columns(tokens) < lengths[:, None]
         found = self.classify(jnp.where(valid, values, 0), valid)
-        class_ids = jnp.asarray(self.tokenizer.ids(self.classes), jnp.int32)
-        return class_ids[found][:, None], jnp.ones_like(lengths)
+        return self.class_ids[found][:, None], jnp.ones_like(lengths)
+
+    @property
+    def class_ids(self) -> jax.Array:
+        """[classes] the token ids of the answer symbols."""
+        return jnp.asarray(self.tokenizer.ids(self.classes), jnp.int32)
 
 
 @dataclass(frozen=True)
@@ -580,6 +500,9 @@ class ParityCheck(Classify):
     name = "parity_check"
     description = "Are there an odd number of 1s? 1011 -> 1"
     default_alphabet = "01"
+
+    def solve(self, text):
+        return str(text.count("1") % 2)
 
     def classify(self, values, valid):
         return jnp.sum(values * valid, axis=1) % 2
@@ -590,6 +513,9 @@ class EvenPairs(Classify):
     name = "even_pairs"
     description = "Are there an odd number of 01s and 10s? 0110 -> 0"
     default_alphabet = "01"
+
+    def solve(self, text):
+        return str(sum(a != b for a, b in pairwise(text)) % 2)
 
     def classify(self, values, valid):
         changes = (values[:, 1:] != values[:, :-1]) & valid[:, 1:]
@@ -606,24 +532,123 @@ class CycleNavigation(Classify):
     default_alphabet = "012"
     classes = "01234"
 
+    def solve(self, text):
+        return str(sum(int(step) - 1 for step in text) % 5)
+
     def classify(self, values, valid):
         return jnp.sum((values - 1) * valid, axis=1) % 5
 
 
-TASKS: dict[str, type[Task]] = {
-    task.name: task
-    for task in (
-        Copy, Reverse, Duplicate, Shift, OddsFirst, Sort, BucketSort, Addition,
-        ParityCheck, EvenPairs, CycleNavigation,
-    )
-}  # fmt: skip
+@dataclass(frozen=True)
+class MissingDuplicate(Classify):
+    """A binary string written twice with one symbol left out (`_`); the answer is the
+    symbol left out. Odd lengths end in a filler symbol `#` (the paper's format)."""
+
+    name = "missing_duplicate"
+    level = "CS"
+    description = "The symbol left out of a string written twice: 0110_110 -> 0"
+    default_alphabet = "01_#"
+    min_length = 2
+
+    def check_input(self, text):
+        if self.solve(text) is None:
+            raise JabError(
+                f"missing_duplicate takes a binary string written twice with one symbol "
+                f"replaced by _ (and # after it when the length is odd), like 0110_110; "
+                f"got {text!r}"
+            )
+
+    def solve(self, text):
+        body = text[:-1] if len(text) % 2 else text
+        half = len(body) // 2
+        if (len(text) % 2 and text[-1] != "#") or not half or body.count("_") != 1:
+            return None
+        first, second = body[:half], body[half:]
+        if set(first + second) - set("01_"):
+            return None
+        if "_" in first:
+            missing, other = first, second
+        else:
+            missing, other = second, first
+        at = missing.index("_")
+        if missing[:at] + missing[at + 1 :] != other[:at] + other[at + 1 :]:
+            return None
+        return other[at]
+
+    def sample_symbols(self, key, lengths, max_len):
+        bit_key, missing_key = jax.random.split(key)
+        half = (lengths // 2)[:, None]
+        bits = jax.random.randint(bit_key, (lengths.shape[0], max_len), 0, 2)
+        i = columns(bits)
+        values = jnp.take_along_axis(bits, i % jnp.maximum(half, 1), axis=1)
+        missing = jax.random.randint(missing_key, lengths.shape, 0, 2 * half[:, 0])[:, None]
+        values = jnp.where(i == missing, 2, values)  # _
+        values = jnp.where(i == 2 * half, 3, values)  # # after an odd length's pairs
+        tokens = jnp.where(i < lengths[:, None], self.symbol_ids[values], PAD_ID)
+        return (tokens, *self.targets(tokens, lengths))
+
+    def classify(self, values, valid):
+        half = (jnp.sum(valid, axis=1) // 2)[:, None]
+        missing = jnp.argmax((values == 2) & valid, axis=1)[:, None]
+        other = jnp.where(missing < half, missing + half, missing - half)
+        return jnp.take_along_axis(values, other, axis=1)[:, 0]
 
 
-def task_class(name: str) -> type[Task]:
-    """The built-in task called `name`, or an error listing them all."""
-    if name not in TASKS:
-        raise JabError(
-            f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}, "
-            "or file:PATH for your own data"
-        )
-    return TASKS[name]
+@dataclass(frozen=True)
+class StackManipulation(Task):
+    """A stack, bottom first, then actions on it (`-` pops, `a` pushes 0, `b` pushes 1;
+    a pop of the empty stack does nothing); the answer is the stack at the end, top
+    first. An empty stack is an empty answer: the decoder writes <eos> alone."""
+
+    name = "stack_manipulation"
+    level = "DCF"
+    description = "Run a: push 0, b: push 1, -: pop on a stack; answer top first: 011b-- -> 10"
+    end_scored = True  # the paper's answer ends in a marker, scored like a symbol
+    default_alphabet = "01-ab"
+    fixed_alphabet = True
+    actions: ClassVar[str] = "-ab"
+
+    def check_input(self, text):
+        stack = text.rstrip(self.actions)
+        if not stack or set(stack) - set("01"):
+            raise JabError(
+                "stack_manipulation takes a stack of 0s and 1s, then actions "
+                f"(a: push 0, b: push 1, -: pop), like 011b--; got {text!r}"
+            )
+
+    def solve(self, text):
+        stack = []
+        for symbol in text:
+            if symbol == "-":
+                if stack:
+                    stack.pop()
+            else:
+                stack.append({"a": "0", "b": "1"}.get(symbol, symbol))
+        return "".join(reversed(stack))
+
+    def sample_symbols(self, key, lengths, max_len):
+        stack_key, bit_key, action_key = jax.random.split(key, 3)
+        # The paper's draw: a stack of 1 to length - 1 symbols (1 for length 1), then actions.
+        stack = jax.random.randint(stack_key, lengths.shape, 1, jnp.maximum(lengths, 2))
+        bits = jax.random.randint(bit_key, (lengths.shape[0], max_len), 0, 2)
+        actions = jax.random.randint(action_key, (lengths.shape[0], max_len), 2, 5)
+        i = columns(bits)
+        values = jnp.where(i < stack[:, None], bits, actions)  # 0, 1, then 2 -, 3 a, 4 b
+        valid = i < lengths[:, None]
+        tokens = jnp.where(valid, self.symbol_ids[values], PAD_ID)
+        rows = jnp.arange(lengths.shape[0])
+
+        def act(state, column):
+            stack, top = state  # [batch, max_len] values and [batch] the stack's height
+            value, here = column
+            push = here & (value != 2)
+            pop = here & (value == 2) & (top > 0)
+            at = jnp.minimum(top, max_len - 1)
+            pushed = jnp.where(value > 2, value - 3, value)
+            stack = stack.at[rows, at].set(jnp.where(push, pushed, stack[rows, at]))
+            return (stack, top + push - pop), None
+
+        start = (jnp.zeros_like(bits), jnp.zeros_like(lengths))
+        (final, height), _ = jax.lax.scan(act, start, (values.T, valid.T))
+        answer = gather(final, height[:, None] - 1 - i, height)
+        return tokens, jnp.where(i < height[:, None], self.symbol_ids[answer], PAD_ID), height

@@ -129,6 +129,13 @@ CONFIG_CASES = {
         ["model.pos_encoding=rope", "model.d_model=40", "model.num_heads=8"],
         "must be even",
     ),
+    "a modulus with no residues to add": ("modular_arithmetic", ["task.modulus=1"], "2 to 10"),
+    "a modulus past one digit a residue": ("solve_equation", ["task.modulus=11"], "2 to 10"),
+    "equations too short for x, = and a value": (
+        "solve_equation",
+        ["task.min_len=2"],
+        "needs task.min_len >= 3",
+    ),
     "addition given another alphabet": (
         "addition",
         ["task.alphabet=0123"],

@@ -103,6 +103,34 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
     shown = jab_here("study", "show", "runs/smoke", "--save", tmp_path / "study.svg", cwd=cwd)
     assert "input length" in shown.stdout and "trained on 1-5" in shown.stdout
     assert "<svg" in (tmp_path / "study.svg").read_text()  # matplotlib's, or the terminal's
+    scored = jab_here("study", "show", "runs/smoke", "--markdown", "--metric", "symbol_acc",
+                      cwd=cwd).stdout  # fmt: skip
+    assert scored.startswith("Per-symbol accuracy as Delétang et al. (2023) score it")
+    results = json.loads(jab_here("study", "show", "runs/smoke", "--json", cwd=cwd).stdout)
+    first = results["cells"][0]["symbol_bins"]["1-5"]["median"]
+    assert "| copy sinusoidal | 100 |" in scored and f"{100 * first:.1f}%" in scored
+    wrong = jab_here("study", "show", "runs/smoke", "--metric", "symbols", cwd=cwd, check=False)
+    assert wrong.returncode == 2 and "(did you mean 'symbol_acc'?)" in wrong.stderr
+
+
+def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(tmp_path):
+    """task.modulus came after studies: at its default it is left out of a cell's spec,
+    which is then the digest of the config as jab wrote it before the key existed."""
+    from jabcli import studies
+
+    study = studies.read(write(tmp_path / "m.yaml", TINY_BASE + "rows: [{name: a}]\n"))
+    studies.check(study)
+    config = {**study.cells[0].config}
+    config["task"] = {k: v for k, v in config["task"].items() if k != "modulus"}
+    config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
+    before = {"task": study.cells[0].written, "config": config,
+              "evaluate": study.evaluation.to_dict()}  # fmt: skip
+    assert study.cells[0].spec == studies.digest(before)
+    changed = studies.read(
+        write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {task.modulus: 7}}]\n")
+    )
+    studies.check(changed)
+    assert changed.cells[0].spec != study.cells[0].spec
 
 
 def test_rerunning_a_finished_study_trains_nothing(smoke):

@@ -1,4 +1,5 @@
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +9,8 @@ import pytest
 from jabcli.errors import JabError
 from jabcli.experiment import resolve
 from jabcli.inspection import Loaded, default_lengths
-from jabcli.tasks import TASKS, Hinted, draw_hints
+from jabcli.registry import TASKS
+from jabcli.tasks import Hinted, draw_hints
 from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 
 # Every built-in task, and each option that changes its answers.
@@ -16,6 +18,9 @@ VARIANTS = [(name, {}) for name in TASKS] + [
     ("shift", {"shift": 3}),
     ("shift", {"shift": 20}),
     ("addition", {"reverse_answer": True}),
+    ("modular_arithmetic", {"modulus": 7}),
+    ("modular_arithmetic_brackets", {"modulus": 10}),
+    ("solve_equation", {"modulus": 3}),
 ]
 
 
@@ -27,19 +32,41 @@ def configured(name, options):
 def test_sampled_targets_match_the_reference_solver(name, options):
     task, tok = configured(name, options), Tokenizer()
     symbols = np.asarray(tok.ids(task.alphabet), np.int32)
-    batch = task.sample(jax.random.PRNGKey(0), 256, task.min_length, 12)
+    batch = task.sample(jax.random.PRNGKey(0), 256, task.min_length, 13)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
-    assert lengths.min() == task.min_length and lengths.max() == 12
+    assert lengths.min() == task.min_length and lengths.max() == 13
     assert set(np.unique(src)) <= set(symbols) | {PAD_ID, EOS_ID}
     assert np.all(np.sum(src == EOS_ID, axis=1) == 1)
-    assert tgt_out.shape[1] == task.output_length(12) + 1
-    assert max(len(task.solve(tok.decode(row))) for row in src) <= task.output_length(12)
+    assert tgt_out.shape[1] == task.output_length(13) + 1
+    assert max(len(task.solve(tok.decode(row))) for row in src) <= task.output_length(13)
     for s, i, o in zip(src, tgt_in, tgt_out):
         text = tok.decode(s)
         task.check_input(text)
         assert tok.decode(o) == task.solve(text)
         assert i[0] == BOS_ID and tok.decode(i) == task.solve(text)
+
+
+LOOPING = ["addition", "binary_addition", "binary_multiplication", "compute_sqrt",
+           "stack_manipulation", "modular_arithmetic", "modular_arithmetic_brackets",
+           "solve_equation", "missing_duplicate"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", LOOPING)
+def test_sampled_targets_match_the_reference_solver_at_the_longest_test_lengths(name):
+    """Carries, stacks and brackets are loops along the row: the paper tests to 500."""
+    task, tok = TASKS[name](), Tokenizer()
+    batch = task.sample_lengths(jax.random.PRNGKey(3), jnp.arange(485, 501), 500)
+    for s, o in zip(np.asarray(batch.src), np.asarray(batch.tgt_out)):
+        text = tok.decode(s)
+        assert len(text) >= 484 and tok.decode(o) == task.solve(text)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_each_tasks_description_shows_an_input_and_its_answer(name):
+    example, answer = re.search(r"(\S+) -> (\S+)$", TASKS[name].description).groups()
+    TASKS[name]().check_input(example)
+    assert TASKS[name]().solve(example) == answer
 
 
 def test_reference_answers_of_each_task():
@@ -50,6 +77,25 @@ def test_reference_answers_of_each_task():
     assert configured("shift", {"shift": 7}).solve("31415") == "41531"
     assert TASKS["addition"]().solve("57+68") == "125"
     assert configured("addition", {"reverse_answer": True}).solve("57+68") == "521"
+    assert TASKS["binary_multiplication"]().solve("1001*000001") == "000001001"  # 9 * 32 = 288
+    assert TASKS["compute_sqrt"]().solve("0111") == "10"  # floor(sqrt(7)), in 2 bits
+    assert TASKS["stack_manipulation"]().solve("01---") == ""  # popping the empty stack
+    assert configured("modular_arithmetic", {"modulus": 7}).solve("1-1-1*3") == "4"
+    assert TASKS["modular_arithmetic_brackets"]().solve("((1+2)-(-4))") == "2"
+    assert TASKS["solve_equation"]().solve("(3-x)=4") == "4"
+    assert TASKS["missing_duplicate"]().solve("101_01#") == "1"
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [("modular_arithmetic", "1+"), ("modular_arithmetic_brackets", "(1+2"),
+     ("modular_arithmetic", "1+7"), ("solve_equation", "1+2=3"),
+     ("missing_duplicate", "0110_111"), ("stack_manipulation", "a01"),
+     ("binary_addition", "01+"), ("compute_sqrt", "102")],
+)  # fmt: skip
+def test_inputs_a_task_has_no_answer_for_are_refused_with_what_it_takes(name, text):
+    with pytest.raises(JabError, match="like"):
+        TASKS[name]().check_input(text)
 
 
 def test_addition_numbers_have_no_leading_zeros():
@@ -120,9 +166,30 @@ def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
             assert digit == total[-1 - significance]
 
 
-def test_only_tasks_whose_answers_are_input_symbols_declare_an_alignment():
+def test_binary_addition_aligns_bits_of_the_same_significance():
+    task, tok = TASKS["binary_addition"](), Tokenizer()
+    batch = task.sample(jax.random.PRNGKey(4), 256, 3, 14)
+    src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
+    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    for s, source_index, answer_index in zip(src, source, answer):
+        text = tok.decode(s)
+        a, _, b = text.partition("+")
+        bits = {}  # index -> the bits aligned there
+        for i, symbol in zip(source_index, text):
+            assert (i < 0) == (symbol == "+")
+            if i >= 0:
+                bits.setdefault(int(i), []).append(symbol)
+        assert all(bits[k] == [n[k] for n in (a, b) if k < len(n)] for k in bits)
+        total = task.solve(text)  # least significant bit first: step k writes bit k
+        assert list(answer_index[: len(total)]) == list(range(len(total)))
+        assert np.all(answer_index[max(len(a), len(b)) + 2 :] < 0)
+
+
+def test_only_tasks_whose_answers_are_input_symbols_or_digits_declare_an_alignment():
     aligned = {name for name, cls in TASKS.items() if cls().aligned}
-    assert aligned == {"copy", "reverse", "duplicate", "shift", "odds_first", "addition"}
+    assert aligned == {
+        "copy", "reverse", "duplicate", "shift", "odds_first", "addition", "binary_addition"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name, options", ALIGNED, ids=lambda v: str(v) if v else "")
@@ -175,13 +242,13 @@ def test_eval_and_compare_by_default_stop_at_the_longest_input_hints_can_number(
 def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_listed(
     monkeypatch, capsys, tmp_path
 ):
-    from jabcli import cli, session, tasks
+    from jabcli import cli, registry, session, tasks
 
     class Echo(tasks.Copy):
         name = "echo"
         description = "Say it again: 31 -> 31"
 
-    monkeypatch.setitem(tasks.TASKS, "echo", Echo)
+    monkeypatch.setitem(registry.TASKS, "echo", Echo)
     tiny = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=4"]
     experiment = resolve(
         "echo", sets=[*tiny, "train.batch_size=8", "train.eval_samples=8"], steps=2
@@ -190,12 +257,12 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
     outcome = session.start(experiment, tmp_path / "run")
     assert outcome.step == 2 and (tmp_path / "run/checkpoints/manifest.json").exists()
     assert cli.complete_task("ec") == ["echo"]
-    assert set(cli.complete_task("")) == {*tasks.TASKS, "file:"}
+    assert set(cli.complete_task("")) == {*registry.TASKS, "file:"}
     with pytest.raises(SystemExit) as done:
         cli.main(["tasks", "--json"])
     assert done.value.code == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [row["name"] for row in listed] == list(tasks.TASKS)
+    assert [row["name"] for row in listed] == list(registry.TASKS)
 
 
 def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
@@ -235,3 +302,23 @@ def test_a_classification_task_trains_evaluates_and_answers_one_class_symbol(tmp
     rows = api.load(tmp_path / "c").predict(["2202", "0" * 30])
     assert [row["expected"] for row in rows] == ["2", "0"]  # 30 steps back: -30 % 5
     assert all(len(row["output"]) <= 1 and row["output"] in "01234" for row in rows)
+
+
+def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_marks_it():
+    """symbol_acc is the paper's per-token accuracy: a wrong class is 0 (not the half
+    token_acc gives for its right <eos>); a stack's end marker counts like a symbol."""
+    from jabcli.evaluate import score
+
+    tok = Tokenizer()
+
+    def ids(*answers):
+        rows = [[*tok.ids(a), EOS_ID] for a in answers]
+        return np.asarray([r + [PAD_ID] * (4 - len(r)) for r in rows])
+
+    src = np.asarray([[*tok.ids("0110"), EOS_ID]] * 2)
+    parity = score(tok, src, ids("1", "0"), ids("0", "0"), TASKS["parity_check"].end_scored)
+    assert (parity["token_acc"], parity["symbol_acc"], parity["seq_acc"]) == (0.75, 0.5, 0.5)
+    stack = TASKS["stack_manipulation"].end_scored
+    short = score(tok, src, ids("10", "1"), ids("11", "10"), stack)  # "1" ends too early
+    assert short["symbol_acc"] == short["token_acc"] == 3 / 6
+    assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 0.5
