@@ -321,4 +321,4 @@ def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_mar
     stack = TASKS["stack_manipulation"].end_scored
     short = score(tok, src, ids("10", "1"), ids("11", "10"), stack)  # "1" ends too early
     assert short["symbol_acc"] == short["token_acc"] == 3 / 6
-    assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 0.5
+    assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 2 / 3
