@@ -185,12 +185,18 @@ def test_no_source_positions_make_the_encoder_blind_to_order():
     assert not np.allclose(logits, logits_shuffled, atol=1e-3)
 
 
-@pytest.mark.parametrize("scheme", [*SCHEMES, "hinted"])
+# One scheme of each way positions can depend on a batch: fixed per index, drawn at
+# random per input, scaled by each input's own length, coupled to the answer, and
+# hints that double every input.
+CHUNKED = ["sinusoidal", "randomized", "distance", "coupled_sinusoidal", "hinted"]
+
+
+@pytest.mark.parametrize("scheme", CHUNKED)
 def test_decoding_in_chunks_of_similar_length_gives_the_answers_of_one_batch(scheme):
     """`jab eval` decodes its inputs sorted into chunks of similar length, each as wide
     as its longest; every answer (and every forced-length answer) is the one a single
     batch of all of them gives, whatever the positional scheme: fixed, drawn at random
-    per input, coupled, or with index hints."""
+    per input, relative, coupled, or with index hints."""
     from jabcli.decode import answer, decode_rows, plan, row_keys
     from jabcli.evaluate import draw_held_out
     from jabcli.experiment import resolve
