@@ -364,7 +364,7 @@ def examples_table(
         table.add_column(column, overflow="fold")
     table.add_column("", justify="center", no_wrap=True)
     for e in ordered:
-        table.add_row(e["input"], e["output"], e["expected"], verdict(e["correct"]))
+        table.add_row(e["input"], answer(e["output"]), answer(e["expected"]), verdict(e["correct"]))
     return titled(title, table)
 
 
@@ -615,8 +615,14 @@ def predictions(rows: list[dict[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     table.add_column("", no_wrap=True)
     for r in rows:
-        table.add_row(r["input"], r["output"], r["expected"] or "-", verdict(r["correct"]))
+        reference = "-" if r["expected"] is None else answer(r["expected"])
+        table.add_row(r["input"], answer(r["output"]), reference, verdict(r["correct"]))
     return table
+
+
+def answer(text: str) -> Text:
+    """An answer as a table shows it: an empty one (an empty stack) says so."""
+    return Text(text) if text else Text("(empty)", style="dim")
 
 
 def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -> Panel:

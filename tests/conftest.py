@@ -5,11 +5,21 @@ import tempfile
 
 import pytest
 
-# Subprocesses of one test session share a fresh compilation cache, so the same tiny model
-# is compiled once rather than in every test; the user's own cache is never touched, and
-# this one goes when the session does.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="jab-test-cache-")
-atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
+# The processes of one test session (pytest-xdist's workers, which inherit the first
+# process's environment, and their subprocesses) share a fresh compilation cache, so the
+# same tiny model is compiled once rather than in every test and every worker; the user's
+# own cache is never touched, and this one goes when the process that made it ends.
+if not os.environ.get("JAB_TEST_CACHE"):
+    os.environ["JAB_TEST_CACHE"] = tempfile.mkdtemp(prefix="jab-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["JAB_TEST_CACHE"], ignore_errors=True)
+os.environ["XDG_CACHE_HOME"] = os.environ["JAB_TEST_CACHE"]
+# The suite compiles hundreds of tiny programs and runs each for milliseconds: XLA's
+# backend optimizations cost it more than they save (a third of a training test's time).
+# What the tests check (equal answers, bit-equal resumes) holds at either level.
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    ).strip()
 os.environ.pop("JAB_NO_CACHE", None)
 os.environ["NO_COLOR"] = "1"  # as env() gives subprocesses; before display.console exists
 os.environ.pop("JAB_DEBUG", None)  # in-process calls (jab_here) too print one line, no traceback

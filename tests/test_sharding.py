@@ -30,7 +30,8 @@ print(json.dumps({"devices": jax.device_count(), "losses": losses}))
 
 
 def start(devices: int, *seeds: int) -> subprocess.Popen:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env = {**os.environ, "XLA_FLAGS": flags}
     return subprocess.Popen(
         [sys.executable, "-c", LOSSES, *map(str, seeds)],
         env=env,
@@ -59,7 +60,8 @@ def test_splitting_the_batch_over_2_or_4_devices_or_4_seeds_over_2_gives_the_los
 
 
 def test_a_batch_that_does_not_divide_over_the_devices_is_a_clear_error(tmp_path):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=3", "NO_COLOR": "1"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=3"
+    env = {**os.environ, "XLA_FLAGS": flags, "NO_COLOR": "1"}
     result = subprocess.run(
         [
             sys.executable,

@@ -322,3 +322,20 @@ def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_mar
     short = score(tok, src, ids("10", "1"), ids("11", "10"), stack)  # "1" ends too early
     assert short["symbol_acc"] == short["token_acc"] == 3 / 6
     assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 2 / 3
+
+
+def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
+    """An empty stack is an empty answer; "-" is a pop, and the mark of no reference."""
+    from rich.console import Console
+
+    from jabcli.display import predictions
+
+    console = Console(width=80, record=True, color_system=None)
+    rows = [{"input": "01--", "output": "", "expected": "", "correct": True},
+            {"input": "01-", "output": "0", "expected": None, "correct": None}]  # fmt: skip
+    console.print(predictions(rows))
+    lines = console.export_text().splitlines()
+    assert [line.split()[:3] for line in lines if line.strip().startswith("01")] == [
+        ["01--", "(empty)", "(empty)"],
+        ["01-", "0", "-"],
+    ]
