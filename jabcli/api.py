@@ -180,7 +180,8 @@ class Run:
 
         runtime.configure()
         loaded = inspection.load(self.path, checkpoint_name(checkpoint))
-        layers = loaded.experiment.config.model.num_layers
+        model = loaded.experiment.config.model
+        layers = model.num_layers * model.loops  # with loops, a layer per pass
         if not -layers <= layer < layers:
             raise JabError(
                 f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"

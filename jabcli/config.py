@@ -45,6 +45,7 @@ class ModelConfig:
     d_model: int = 64
     num_heads: int = 4
     num_layers: int = 2
+    loops: int = 1  # each side's layers run this many times over, sharing their weights
     d_ff: int = 256
     dropout: float = 0.0
     norm: str = "post"
@@ -235,6 +236,7 @@ def validate(config: Config) -> None:
         "model.d_model": m.d_model,
         "model.num_heads": m.num_heads,
         "model.num_layers": m.num_layers,
+        "model.loops": m.loops,
         "model.d_ff": m.d_ff,
         "model.max_positions": m.max_positions,
         "train.batch_size": tr.batch_size,

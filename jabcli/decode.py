@@ -183,7 +183,7 @@ def decode_bytes(experiment, src_width: int, max_out: int) -> int:
     m = experiment.config.model
     s, t = src_width, max_out
     encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
-    cache = 2 * m.num_layers * (s + t) * m.d_model + s * m.d_model
+    cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
     return 4 * (encoder + 2 * cache)
 
 

@@ -288,12 +288,18 @@ class Transformer(hk.Module):
             name="embed",
             w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
         )
-        self.encoder_layers = [
+        # With model.loops > 1 the layers run loops times over, one weight set for every
+        # pass (a Universal Transformer's weight sharing, Dehghani et al. 2019): as deep
+        # a computation, no more parameters. Each pass of a decoder layer keeps its own
+        # cache, as it attends to its own inputs.
+        encoder = [
             EncoderLayer(cfg, src_scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
         ]
-        self.decoder_layers = [
+        decoder = [
             DecoderLayer(cfg, tgt_scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
+        self.encoder_layers = encoder * cfg.loops
+        self.decoder_layers = decoder * cfg.loops
         # One table when both sides share a scheme (a learned one is then shared too).
         self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
         self.tgt_vectors = (
@@ -326,7 +332,8 @@ class Transformer(hk.Module):
         segments: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """src [B, S] at positions [B, S] (default 0, 1, ...), with `segments` [B, S] when
-        rows are packed -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S])."""
+        rows are packed -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S],
+        a layer per pass with model.loops)."""
         positions = counting(*src.shape) if positions is None else positions
         x = self.embed_tokens(src, positions, self.src_vectors, is_training)
         if segments is None:

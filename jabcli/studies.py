@@ -311,7 +311,7 @@ def check(study: Study) -> list[Any]:
 
 # Config keys jab gained after studies could be run: a cell's spec leaves one out while
 # it has its default, so a study measured before the key existed keeps its cells.
-ADDED_LATER = (("task", "modulus"),)
+ADDED_LATER = (("task", "modulus"), ("model", "loops"))
 
 
 def digest(value: Any) -> str:

@@ -116,6 +116,7 @@ CASES = {
 
 CONFIG_CASES = {
     "zero size": ("copy", ["model.d_model=0"], "model.d_model must be positive"),
+    "no pass through the layers": ("copy", ["model.loops=0"], "model.loops must be positive"),
     "heads do not divide d_model": ("copy", ["model.num_heads=5"], "divisible"),
     "min_len above max_len": ("copy", ["task.min_len=9", "task.max_len=3"], "must not exceed"),
     "lengths the model cannot take": ("copy", ["task.max_len=5000"], "the model takes at most"),

@@ -16,11 +16,12 @@ from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
 VOCAB = 20
 
 
-def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=2):
+def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=2, loops=1):
     cfg = ModelConfig(
         d_model=32,
         num_heads=4,
         num_layers=num_layers,
+        loops=loops,
         d_ff=64,
         dropout=0.1,
         norm=norm,
@@ -87,13 +88,15 @@ def test_dropout_is_active_only_in_training():
 
 
 @pytest.mark.parametrize(
-    "norm, pos_encoding, num_layers",
-    [("pre", "sinusoidal", 2)] + [("post", e, 1) for e in SCHEMES],
+    "norm, pos_encoding, num_layers, loops",
+    [("pre", "sinusoidal", 2, 1), ("pre", "rope", 1, 3)] + [("post", e, 1, 1) for e in SCHEMES],
 )
 def test_cached_decoding_gives_the_same_answers_as_full_recomputation(
-    norm, pos_encoding, num_layers
+    norm, pos_encoding, num_layers, loops
 ):
-    fns, params, _, _, scheme = make(norm, pos_encoding=pos_encoding, num_layers=num_layers)
+    fns, params, _, _, scheme = make(
+        norm, pos_encoding=pos_encoding, num_layers=num_layers, loops=loops
+    )
     # Larger weights than at initialisation, so that answers vary from token to token.
     params = jax.tree_util.tree_map(lambda w: 3 * w, params)
     # Sources of every length from 1 to 8, then <eos> and padding, as evaluation sees them.
@@ -157,3 +160,26 @@ def test_forced_length_decoding_writes_eos_exactly_at_the_given_length():
     # the free answer ended early, the best symbol that is not <eos>.
     stop = np.argmax(free[0] == EOS_ID) if EOS_ID in free[0] else 8
     np.testing.assert_array_equal(forced[0, : min(stop, 6)], free[0, : min(stop, 6)])
+
+
+def test_looped_layers_share_their_weights_and_compute_deeper():
+    """model.loops runs each side's layers again with the same weights: the parameters
+    are those of one pass, the answer that of a deeper model; training steps run."""
+    one, params, src, tgt, _ = make(num_layers=1)
+    looped, looped_params, _, _, _ = make(num_layers=1, loops=3)
+    same = jax.tree_util.tree_map(np.shape, params) == jax.tree_util.tree_map(
+        np.shape, looped_params
+    )
+    assert same
+    logits, attention = one.forward(params, None, src, tgt)
+    deeper, looped_attention = looped.forward(params, None, src, tgt)
+    assert not np.allclose(logits, deeper, atol=1e-3)
+    assert looped_attention.cross.shape[0] == 3 * attention.cross.shape[0]  # one per pass
+    experiment = resolve("copy", sets=["model.loops=2", "model.d_model=16", "model.d_ff=32",
+                                       "model.num_layers=1", "task.max_len=6",
+                                       "train.batch_size=8"])  # fmt: skip
+    from jabcli.training import Trainer
+
+    trainer = Trainer(experiment)
+    state, metrics = trainer.chunk(trainer.state, jnp.asarray(3, jnp.int32))
+    assert np.isfinite(np.asarray(metrics["loss"])).all() and int(state.step) == 3
