@@ -114,15 +114,16 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
 
 
 def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(tmp_path):
-    """task.modulus came after studies: at its default it is left out of a cell's spec,
-    which is then the digest of the config as jab wrote it before the key existed."""
+    """task.modulus and model.loops came after studies: at their defaults they are left
+    out of a cell's spec, the digest of the config as jab wrote it before they existed."""
     from jabcli import studies
 
     study = studies.read(write(tmp_path / "m.yaml", TINY_BASE + "rows: [{name: a}]\n"))
     studies.check(study)
     config = {**study.cells[0].config}
-    config["task"] = {k: v for k, v in config["task"].items() if k != "modulus"}
-    config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
+    later = {*studies.ADDED_LATER, ("train", "log_to")}  # task.modulus, model.loops
+    config = {part: {k: v for k, v in keys.items() if (part, k) not in later}
+              for part, keys in config.items()}  # fmt: skip
     before = {"task": study.cells[0].written, "config": config,
               "evaluate": study.evaluation.to_dict()}  # fmt: skip
     assert study.cells[0].spec == studies.digest(before)
