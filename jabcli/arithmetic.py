@@ -137,18 +137,16 @@ def bit_length(bits: jax.Array) -> jax.Array:
 
 
 @dataclass(frozen=True)
-class BinaryAddition(Task):
-    """a+b in binary, each number and the answer least significant bit first, as in the
-    paper (terms may end in zeros, the answer does not). A source of length L has
-    terms of 1 to L - 2 bits, so L >= 3."""
+class Binary(Task):
+    """Two binary numbers, each and the answer least significant bit first, as in the
+    paper (terms may end in zeros, the answer does not); `operator` between them and
+    `combine` say which operation. A source of length L has terms of 1 to L - 2 bits,
+    so L >= 3."""
 
-    name = "binary_addition"
     level = "CS"
-    description = "Add two binary numbers, least significant bit first: 01+11 -> 101"
-    default_alphabet = "01+"
     fixed_alphabet = True
     min_length = 3
-    operator: ClassVar[str] = "+"
+    operator: ClassVar[str] = ""
     end_scored = True  # the paper's answer ends in a marker, scored like a symbol
 
     def check_input(self, text):
@@ -160,7 +158,7 @@ class BinaryAddition(Task):
             )
 
     def combine(self, a: int, b: int) -> int:
-        return a + b
+        raise NotImplementedError
 
     def solve(self, text):
         a, _, b = text.partition(self.operator)
@@ -171,7 +169,7 @@ class BinaryAddition(Task):
 
     def answer_bits(self, a: jax.Array, b: jax.Array) -> jax.Array:
         """[batch, W] bits of the answer to terms a and b [batch, W], low bit first."""
-        return carry(jnp.pad(a + b, ((0, 0), (0, 1))))[:, : a.shape[1]]
+        raise NotImplementedError
 
     def sample_lengths(self, key, lengths, max_len):
         split_key, a_key, b_key = jax.random.split(key, 3)
@@ -191,6 +189,20 @@ class BinaryAddition(Task):
         answer = answer[:, : self.output_length(max_len)]
         return assemble(tokens, lengths, answer, answer_len, self.answer_width(max_len))
 
+
+@dataclass(frozen=True)
+class BinaryAddition(Binary):
+    name = "binary_addition"
+    description = "Add two binary numbers, least significant bit first: 01+11 -> 101"
+    default_alphabet = "01+"
+    operator = "+"
+
+    def combine(self, a, b):
+        return a + b
+
+    def answer_bits(self, a, b):
+        return carry(jnp.pad(a + b, ((0, 0), (0, 1))))[:, : a.shape[1]]
+
     def alignment(self, src, width):
         """Bit k of each term and of the sum share index k: answer step t writes bit t
         (and step m + 1, past the longer term's m bits, the <eos> after a carry)."""
@@ -207,8 +219,8 @@ class BinaryAddition(Task):
 
 
 @dataclass(frozen=True)
-class BinaryMultiplication(BinaryAddition):
-    """a*b in binary, least significant bit first, as binary_addition writes a+b."""
+class BinaryMultiplication(Binary):
+    """No alignment: bit k of a product reads every lower bit of both terms."""
 
     name = "binary_multiplication"
     description = "Multiply two binary numbers, least significant bit first: 01*11 -> 011"
@@ -219,20 +231,13 @@ class BinaryMultiplication(BinaryAddition):
         return a * b
 
     def answer_bits(self, a, b):
-        # Long multiplication: bit k of the product gathers a_i * b_(k-i) over i, then carries.
-        # The counts are a convolution, taken by FFT: exact after rounding, as every
-        # count is at most the width (tested against Python's integers at 500 bits).
+        # Long multiplication: bit k of the product gathers a_i * b_(k-i) over i, then
+        # carries. The counts are a convolution, taken by FFT: exact after rounding, as
+        # every count is at most the width (tested against Python's integers at 500 bits).
         size = 2 * a.shape[1]
         spectrum = jnp.fft.rfft(a, size) * jnp.fft.rfft(b, size)
         counts = jnp.round(jnp.fft.irfft(spectrum, size)).astype(jnp.int32)
         return carry(counts)[:, : a.shape[1]]
-
-    def alignment(self, src, width):
-        raise NotImplementedError  # bit k of a product reads all the terms' lower bits
-
-    @property
-    def aligned(self) -> bool:
-        return False
 
 
 @dataclass(frozen=True)
