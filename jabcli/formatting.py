@@ -135,8 +135,8 @@ def study_heading(results: dict[str, Any]) -> str:
     metric = results.get("metric", "seq_acc")
     forced = forced if metric == "seq_acc" else ""
     return (
-        f"{STUDY_METRICS[metric][1]} by input length (the mean over each bin's lengths), "
-        f"median [min-max] over {seeds}; {samples} held-out inputs per length{forced}"
+        f"{STUDY_METRICS[metric][1]} by input length, median [min-max] over {seeds}; "
+        f"{samples} held-out inputs per length{forced}"
     )
 
 
