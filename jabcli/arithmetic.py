@@ -112,11 +112,23 @@ def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
 
 
 def random_bits(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
-    """Bits [batch, width] of numbers of `lengths` bits, 0 past them. As in the paper a
-    number is never 0 (a draw of all zeros is made 1) and may have leading zeros."""
-    bits = jax.random.randint(key, (lengths.shape[0], width), 0, 2)
-    bits = jnp.where(columns(bits) < lengths[:, None], bits, 0)
-    return bits.at[:, 0].set(jnp.where(jnp.any(bits > 0, axis=1), bits[:, 0], 1))
+    """Bits [batch, width] of numbers of `lengths` bits, 0 past them: as in the paper,
+    uniform among the numbers that are not 0 (a row of zeros is drawn again; fewer than
+    two draws on average), leading zeros allowed."""
+
+    def zero(bits):
+        return ~jnp.any(bits > 0, axis=1) & (lengths > 0)
+
+    def draw(state):
+        key, bits = state
+        key, now = jax.random.split(key)
+        fresh = jax.random.randint(now, bits.shape, 0, 2)
+        fresh = jnp.where(columns(fresh) < lengths[:, None], fresh, 0)
+        return key, jnp.where(zero(bits)[:, None], fresh, bits)
+
+    start = jnp.zeros((lengths.shape[0], width), jnp.int32)
+    _, bits = jax.lax.while_loop(lambda state: jnp.any(zero(state[1])), draw, (key, start))
+    return bits
 
 
 def carry(counts: jax.Array) -> jax.Array:
@@ -316,53 +328,53 @@ def square_root(bits: jax.Array) -> jax.Array:
 # Expressions modulo a number: digits 0 .. modulus - 1, operators and brackets.
 
 
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "negate": 3}
+
+
 def evaluate(text: str, modulus: int) -> int | None:
     """The value modulo `modulus` of an expression of digits, + - * (with the usual
-    precedence), brackets and unary minus; None when it is not one."""
-    at = 0
+    precedence), brackets and unary minus; None when it is not one. Operator
+    precedence parsing with two stacks, so nesting is as deep as the input likes."""
+    values: list[int] = []
+    operators: list[str] = []
 
-    def peek() -> str:
-        return text[at] if at < len(text) else ""
+    def apply() -> None:
+        operator = operators.pop()
+        if operator == "negate":
+            values.append(-values.pop())
+            return
+        right, left = values.pop(), values.pop()
+        values.append({"+": left + right, "-": left - right, "*": left * right}[operator])
 
-    def take(symbol: str) -> bool:
-        nonlocal at
-        if peek() == symbol:
-            at += 1
-            return True
-        return False
-
-    def factor() -> int:
-        nonlocal at
-        if take("-"):
-            return -factor()
-        if take("("):
-            value = expression()
-            if not take(")"):
-                raise ValueError
-            return value
-        if peek() and peek() in DIGITS[:modulus]:
-            at += 1
-            return int(text[at - 1])
-        raise ValueError
-
-    def term() -> int:
-        value = factor()
-        while take("*"):
-            value *= factor()
-        return value
-
-    def expression() -> int:
-        value = term()
-        while peek() in ("+", "-"):
-            sign = 1 if take("+") else -int(take("-"))
-            value += sign * term()
-        return value
-
-    try:
-        value = expression()
-    except (ValueError, RecursionError):
+    operand = True  # whether an operand comes next (so - is a sign)
+    for symbol in text:
+        if operand and symbol in DIGITS[:modulus]:
+            values.append(int(symbol))
+            operand = False
+        elif operand and symbol in "-(":
+            operators.append("negate" if symbol == "-" else "(")
+        elif not operand and symbol in "+-*":
+            while (
+                operators
+                and operators[-1] != "("
+                and (PRECEDENCE[operators[-1]] >= PRECEDENCE[symbol])
+            ):
+                apply()
+            operators.append(symbol)
+            operand = True
+        elif not operand and symbol == ")":
+            while operators and operators[-1] != "(":
+                apply()
+            if not operators:
+                return None
+            operators.pop()
+        else:
+            return None
+    if operand:  # empty, or ending in an operator
         return None
-    return value % modulus if at == len(text) else None
+    while operators and operators[-1] != "(":
+        apply()
+    return None if operators else values[0] % modulus
 
 
 @dataclass(frozen=True)
@@ -403,6 +415,11 @@ class ModularArithmetic(Modular):
     description = "Evaluate modulo 5 (task.modulus), * before + and -: 1+2*3 -> 2"
     operators = "+-*"
     form = "digits and + - * in turn, like 1+2*3"
+
+    def solve(self, text):
+        digits, operators = text[0::2], text[1::2]
+        in_turn = set(digits) <= set(self.classes) and set(operators) <= set(self.operators)
+        return super().solve(text) if text and in_turn else None
 
     def sample_lengths(self, key, lengths, max_len):
         return super().sample_lengths(key, lengths - 1 + lengths % 2, max_len)
@@ -558,7 +575,8 @@ class SolveEquation(Modular):
 
     def solve(self, text):
         expression, equals, value = text.rpartition("=")
-        if not equals or expression.count("x") != 1 or value not in self.classes or not value:
+        well_formed = set(text) <= set(self.alphabet) and expression.count("x") == 1
+        if not (equals and well_formed and len(value) == 1 and value in self.classes):
             return None
         found = [
             digit

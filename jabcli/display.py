@@ -868,7 +868,8 @@ def study_table(results: dict[str, Any]) -> Group:
     so that the figures get the width), one column per bin of lengths."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("cell", overflow="fold")
-    for column in (*results["bins"], "≥ 50% up to"):
+    longest = "≥ 50% up to" if results.get("metric", "seq_acc") == "seq_acc" else "exact ≥ 50% to"
+    for column in (*results["bins"], longest):
         table.add_column(column, justify="right", no_wrap=True)  # else Fitted goes narrow
     blocks = []
     for name, (steps, seconds, *figures) in study_cells(results):

@@ -151,7 +151,7 @@ def score(
 
 
 def ratio(hits, count) -> float:
-    """hits / count; an answer with no symbols (an empty stack) is right when it ends."""
+    """hits / count, and 1.0 for nothing to count (answers with no symbols to score)."""
     return float(hits / count) if count else 1.0
 
 

@@ -145,7 +145,10 @@ STUDY_COLUMNS = ("steps", "training s")
 
 def study_markdown(results: dict[str, Any]) -> str:
     """A study's table as Markdown, for a README."""
-    columns = ["cell", *STUDY_COLUMNS, *results["bins"], "longest length at ≥ 50%"]
+    longest = "longest length at ≥ 50%"
+    if results.get("metric", "seq_acc") != "seq_acc":
+        longest += " exact match"
+    columns = ["cell", *STUDY_COLUMNS, *results["bins"], longest]
     lines = [
         study_heading(results),
         "",

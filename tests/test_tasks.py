@@ -1,5 +1,6 @@
 import json
 import re
+from collections import Counter
 
 import jax
 import jax.numpy as jnp
@@ -83,6 +84,7 @@ def test_reference_answers_of_each_task():
     assert TASKS["stack_manipulation"]().solve("01---") == ""  # popping the empty stack
     assert configured("modular_arithmetic", {"modulus": 7}).solve("1-1-1*3") == "4"
     assert TASKS["modular_arithmetic_brackets"]().solve("((1+2)-(-4))") == "2"
+    assert TASKS["modular_arithmetic_brackets"]().solve("(" * 400 + "1" + ")" * 400) == "1"
     assert TASKS["solve_equation"]().solve("(3-x)=4") == "4"
     assert TASKS["missing_duplicate"]().solve("101_01#") == "1"
 
@@ -90,6 +92,7 @@ def test_reference_answers_of_each_task():
 @pytest.mark.parametrize(
     "name, text",
     [("modular_arithmetic", "1+"), ("modular_arithmetic_brackets", "(1+2"),
+     ("modular_arithmetic", "1--2"), ("solve_equation", "x=01"),
      ("modular_arithmetic", "1+7"), ("solve_equation", "1+2=3"),
      ("missing_duplicate", "0110_111"), ("stack_manipulation", "a01"),
      ("binary_addition", "01+"), ("compute_sqrt", "102")],
@@ -340,3 +343,13 @@ def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
         ["01--", "(empty)", "(empty)"],
         ["01-", "0", "-"],
     ]
+
+
+def test_binary_numbers_are_drawn_uniformly_among_those_that_are_not_zero():
+    """As the paper draws them (randint(1, 2**n - 1)): every 3-bit number but 0 alike."""
+    task, tok = TASKS["compute_sqrt"](), Tokenizer()
+    sample = jax.jit(task.sample_lengths, static_argnums=2)
+    src = np.asarray(sample(jax.random.PRNGKey(5), jnp.full(7000, 3), 3).src)
+    counts = Counter(tok.decode(row) for row in src)
+    assert sorted(counts) == [f"{n:03b}" for n in range(1, 8)]
+    assert all(abs(count / 7000 - 1 / 7) < 0.02 for count in counts.values()), counts
