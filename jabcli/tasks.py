@@ -466,8 +466,8 @@ class Hinted(Task):
 
 @dataclass(frozen=True)
 class Classify(Task):
-    """A task whose answer is one symbol, the class of its input (the regular tasks of
-    Delétang et al. 2023, "Neural Networks and the Chomsky Hierarchy"): the decoder
+    """A task whose answer is one symbol, the class of its input (the classification
+    tasks of Delétang et al. 2023, "Neural Networks and the Chomsky Hierarchy"): the decoder
     writes the class and <eos>. Subclasses say how a row of symbol values [batch, L]
     and its length map to a class (`classify`), or draw sources and their classes
     together (`sample_symbols`)."""
