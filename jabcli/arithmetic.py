@@ -60,22 +60,13 @@ class Addition(Task):
         b_len = lengths - 1 - a_len
         a_digits = random_number(a_key, a_len, max_len)
         b_digits = random_number(b_key, b_len, max_len)
-        i = columns(a_digits)
-        b_here = jnp.take_along_axis(b_digits, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
-        digits = jnp.where(i < a_len[:, None], a_digits, b_here)
-        tokens = jnp.where(i == a_len[:, None], plus_id, digit_ids[digits])
-        tokens = jnp.where(i < lengths[:, None], tokens, PAD_ID)
+        tokens = expression(a_digits, b_digits, a_len, lengths, digit_ids, plus_id)
         # Add least significant digit first, carrying along the row.
+        i = columns(a_digits)
         a_low = gather(a_digits, a_len[:, None] - 1 - i, a_len, fill=0)
         b_low = gather(b_digits, b_len[:, None] - 1 - i, b_len, fill=0)
-
-        def add(carry, columns):
-            total = columns[0] + columns[1] + carry
-            return total // 10, total % 10
-
-        _, sum_low = jax.lax.scan(add, jnp.zeros_like(lengths), (a_low.T, b_low.T))
-        sum_low = sum_low.T  # [batch, max_len], least significant first
-        sum_len = jnp.maximum(1, jnp.max(jnp.where(sum_low > 0, i + 1, 0), axis=1))
+        sum_low = carry(a_low + b_low, 10)  # [batch, max_len], least significant first
+        sum_len = digit_count(sum_low)
         order = i if self.reverse_answer else sum_len[:, None] - 1 - i
         answer = gather(digit_ids[sum_low], order, sum_len)[:, : self.output_length(max_len)]
         return assemble(tokens, lengths, answer, sum_len, self.answer_width(max_len))
@@ -98,6 +89,41 @@ class Addition(Task):
         index = steps if self.reverse_answer else longer - steps
         answer = jnp.where(steps <= longer + 1, index, UNALIGNED)
         return source.astype(jnp.int32), answer.astype(jnp.int32)
+
+
+def expression(
+    a: jax.Array,
+    b: jax.Array,
+    a_len: jax.Array,
+    lengths: jax.Array,
+    digit_ids: jax.Array,
+    operator_id: int,
+) -> jax.Array:
+    """Source ids [batch, W] of `a`, the operator, then `b`: digit values a and b
+    [batch, W] (a's first a_len of them, b's the rest of `lengths`), <pad> after."""
+    i = columns(a)
+    b_here = jnp.take_along_axis(b, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
+    digits = jnp.where(i < a_len[:, None], a, b_here)
+    tokens = jnp.where(i == a_len[:, None], operator_id, digit_ids[digits])
+    return jnp.where(i < lengths[:, None], tokens, PAD_ID)
+
+
+def carry(counts: jax.Array, base: int = 2) -> jax.Array:
+    """Non-negative counts per digit [batch, W], least significant first -> the digits in
+    `base` of their sum [batch, W] (the sum must fit in W digits)."""
+
+    def add(carried, column):
+        total = column + carried
+        return total // base, total % base
+
+    _, digits = jax.lax.scan(add, jnp.zeros_like(counts[:, 0]), counts.T)
+    return digits.T
+
+
+def digit_count(digits: jax.Array) -> jax.Array:
+    """[batch] digits needed to write each number of `digits` [batch, W], least
+    significant first (at least 1)."""
+    return jnp.maximum(1, jnp.max(jnp.where(digits > 0, columns(digits) + 1, 0), axis=1))
 
 
 def random_number(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
@@ -129,23 +155,6 @@ def random_bits(key: jax.Array, lengths: jax.Array, width: int) -> jax.Array:
     start = jnp.zeros((lengths.shape[0], width), jnp.int32)
     _, bits = jax.lax.while_loop(lambda state: jnp.any(zero(state[1])), draw, (key, start))
     return bits
-
-
-def carry(counts: jax.Array) -> jax.Array:
-    """Non-negative counts per bit [batch, W], least significant first -> the bits of
-    their sum [batch, W] (the sum must fit in W bits)."""
-
-    def add(carried, column):
-        total = column + carried
-        return total // 2, total % 2
-
-    _, bits = jax.lax.scan(add, jnp.zeros_like(counts[:, 0]), counts.T)
-    return bits.T
-
-
-def bit_length(bits: jax.Array) -> jax.Array:
-    """[batch] bits needed to write each number of `bits` [batch, W] (at least 1)."""
-    return jnp.maximum(1, jnp.max(jnp.where(bits > 0, columns(bits) + 1, 0), axis=1))
 
 
 @dataclass(frozen=True)
@@ -189,14 +198,12 @@ class Binary(Task):
         b_len = lengths - 1 - a_len
         a = random_bits(a_key, a_len, max_len)
         b = random_bits(b_key, b_len, max_len)
-        i = columns(a)
-        b_here = jnp.take_along_axis(b, jnp.clip(i - a_len[:, None] - 1, 0, None), axis=1)
         bit_ids = jnp.asarray(self.tokenizer.ids("01"), jnp.int32)
-        tokens = jnp.where(i < a_len[:, None], bit_ids[a], bit_ids[b_here])
-        tokens = jnp.where(i == a_len[:, None], self.tokenizer.ids(self.operator)[0], tokens)
-        tokens = jnp.where(i < lengths[:, None], tokens, PAD_ID)
+        operator_id = self.tokenizer.ids(self.operator)[0]
+        tokens = expression(a, b, a_len, lengths, bit_ids, operator_id)
         answer = self.answer_bits(a, b)
-        answer_len = bit_length(answer)
+        answer_len = digit_count(answer)
+        i = columns(a)
         answer = jnp.where(i < answer_len[:, None], bit_ids[answer], PAD_ID)
         answer = answer[:, : self.output_length(max_len)]
         return assemble(tokens, lengths, answer, answer_len, self.answer_width(max_len))

@@ -91,12 +91,11 @@ def study_figure(value: dict[str, float] | None, show=percent) -> str:
     return median_range(value["median"], value["min"], value["max"], show)
 
 
-# What `jab study show --metric` can show, the key of its figures in `studies.table`'s
-# cells, and its name in the heading.
+# What `jab study show --metric` can show, and its name in the heading.
 STUDY_METRICS = {
-    "seq_acc": ("bins", "Exact match"),
-    "token_acc": ("token_bins", "Token accuracy (answer and <eos>)"),
-    "symbol_acc": ("symbol_bins", "Per-symbol accuracy as Delétang et al. (2023) score it"),
+    "seq_acc": "Exact match",
+    "token_acc": "Token accuracy (answer and <eos>)",
+    "symbol_acc": "Per-symbol accuracy as Delétang et al. (2023) score it",
 }
 
 
@@ -104,7 +103,9 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Each cell's name and the figures of its row: steps, training seconds, each bin's
     exact match or `results["metric"]` (with the forced exact match after a slash),
     longest length at >= 50% exact match."""
-    key = STUDY_METRICS[results.get("metric", "seq_acc")][0]
+    from jabcli.studies import BIN_KEYS
+
+    key = BIN_KEYS[results.get("metric", "seq_acc")]
     rows = []
     for c in results["cells"]:
         if c["state"] != "measured":
@@ -135,7 +136,7 @@ def study_heading(results: dict[str, Any]) -> str:
     metric = results.get("metric", "seq_acc")
     forced = forced if metric == "seq_acc" else ""
     return (
-        f"{STUDY_METRICS[metric][1]} by input length, median [min-max] over {seeds}; "
+        f"{STUDY_METRICS[metric]} by input length, median [min-max] over {seeds}; "
         f"{samples} held-out inputs per length{forced}"
     )
 

@@ -282,6 +282,7 @@ def check(study: Study) -> list[Any]:
     from jabcli.training import check as check_training
 
     experiments = []
+    defaults = configuration.Config().to_dict()
     for cell in study.cells:
         try:
             experiment = resolve(
@@ -299,7 +300,6 @@ def check(study: Study) -> list[Any]:
         config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
         # Where its logs go decides no result: turning logging on reruns nothing.
         config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
-        defaults = configuration.Config().to_dict()
         for section, key in ADDED_LATER:  # at its default, as the cell was before the key
             if config[section].get(key) == defaults[section][key]:
                 config[section] = {k: v for k, v in config[section].items() if k != key}
@@ -486,6 +486,16 @@ def table(out: Path) -> dict[str, Any]:
     }
 
 
+# Each figure a cell's evaluation holds per length, and the key of its bins in the row
+# `measured` makes of the cell.
+BIN_KEYS = {
+    "seq_acc": "bins",
+    "token_acc": "token_bins",
+    "symbol_acc": "symbol_bins",
+    "forced_seq_acc": "forced_bins",
+}
+
+
 def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, Any]:
     """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
     and with force_length the exact match at the true length), the longest length at
@@ -500,12 +510,7 @@ def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, A
         "pos_encoding": result["pos_encoding"],
     }
     measures = next(iter(seeds[0]["per_length"].values()), {})
-    for metric, key in (
-        ("seq_acc", "bins"),
-        ("token_acc", "token_bins"),
-        ("symbol_acc", "symbol_bins"),
-        ("forced_seq_acc", "forced_bins"),
-    ):
+    for metric, key in BIN_KEYS.items():
         if metric in measures:
             per_seed = [seed_figures(s["per_length"], bins, metric) for s in seeds]
             row[key] = {b: spread([one[b] for one in per_seed]) for b in per_seed[0]}
