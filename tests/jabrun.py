@@ -4,6 +4,7 @@ is what jab prints and not the process itself, the same entry point in this proc
 and an import of JAX per call."""
 
 import contextlib
+import fcntl
 import io
 import os
 import signal
@@ -123,3 +124,20 @@ def interrupt_when(args, cwd: Path, ready, signum=signal.SIGINT):
         time.sleep(0.05)
     out, err = proc.communicate(timeout=300)
     return proc.returncode, out, err
+
+
+def once(tmp_path_factory, worker_id: str, name: str, make) -> tuple[Path, str]:
+    """A fresh folder `name` and the text `make(folder)` returns, made once for the whole
+    test session: pytest-xdist's workers share it (the first to ask makes it, the others
+    wait for it), so what takes a training run is not done once per worker."""
+    if worker_id == "master":  # no xdist
+        cwd = tmp_path_factory.mktemp(name)
+        return cwd, make(cwd)
+    root = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
+    cwd, made = root / name, root / f"{name}.out"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            cwd.mkdir()
+            made.write_text(make(cwd))
+    return cwd, made.read_text()

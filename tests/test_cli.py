@@ -56,14 +56,14 @@ def test_show_attention_draws_a_heatmap_and_saves_an_svg_that_fetches_nothing(tr
     assert "mean of heads" in mean
 
 
-def test_same_seed_and_config_give_the_same_losses(trained):
-    jab_here("train", *TINY, "--steps", "300", "--out", "runs/again", cwd=trained)
+def test_same_seed_and_config_give_the_same_losses(trained, tmp_path):
+    jab_here("train", *TINY, "--steps", "300", "--out", "again", cwd=tmp_path)
 
-    def losses(name):
-        lines = (trained / "runs" / name / "metrics.jsonl").read_text().splitlines()
+    def losses(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
         return [json.loads(line)["loss"] for line in lines]
 
-    assert losses("again") == losses("tiny")
+    assert losses(tmp_path / "again") == losses(trained / "runs/tiny")
 
 
 def test_eval_by_length_is_far_above_chance_in_range_and_covers_exactly_the_lengths(trained):

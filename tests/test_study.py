@@ -1,7 +1,6 @@
 """`jab study`: a grid of runs, trained in worker processes (or Ray tasks), measured at
 every length, resumable, shown as a table and a plot."""
 
-import fcntl
 import json
 import re
 import shutil
@@ -9,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jabrun import interrupt_when, jab, jab_here
+from jabrun import interrupt_when, jab, jab_here, once
 
 from jabcli.errors import JabError
 from jabcli.studies import read
@@ -23,18 +22,11 @@ TIMING = ("steps_per_sec", "elapsed_s")
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory, worker_id):
     """studies/smoke.yaml run by `jab study run` into runs/smoke of a fresh folder, once
-    for the whole session: xdist's workers share it (the first to come runs it)."""
-    if worker_id == "master":  # no xdist
-        cwd = tmp_path_factory.mktemp("study")
-        return cwd, jab_here("study", "run", SMOKE, cwd=cwd).stdout
-    root = tmp_path_factory.getbasetemp().parent  # this session's, common to its workers
-    cwd, shown = root / "smoke-study", root / "smoke-study.out"
-    with open(root / "smoke-study.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not shown.exists():
-            cwd.mkdir()
-            shown.write_text(jab_here("study", "run", SMOKE, cwd=cwd).stdout)
-    return cwd, shown.read_text()
+    for the whole session, and what it printed."""
+    return once(
+        tmp_path_factory, worker_id, "smoke-study",
+        lambda cwd: jab_here("study", "run", SMOKE, cwd=cwd).stdout,
+    )  # fmt: skip
 
 
 def results(folder: Path, cells: list[str] = CELLS) -> dict:
