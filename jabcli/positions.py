@@ -68,6 +68,7 @@ A new scheme is one subclass here and one entry in SCHEMES.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import haiku as hk
@@ -361,13 +362,18 @@ def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
     return SCHEMES[name]
 
 
+@functools.lru_cache(maxsize=2)
 def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
-    """[length, d_model]: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same angle)."""
+    """[length, d_model]: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same angle).
+    Computed once per size (read-only): the encoder, the decoder and every trace share
+    it, which a model too big to train (whose table alone can take seconds) is refused
+    after."""
     positions = np.arange(length)[:, None]
     frequencies = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
     encoding = np.zeros((length, d_model), np.float32)
     encoding[:, 0::2] = np.sin(positions * frequencies)
     encoding[:, 1::2] = np.cos(positions * frequencies[: d_model // 2])
+    encoding.flags.writeable = False
     return encoding
 
 

@@ -35,11 +35,15 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
     experiment = resolve(task, sets=sets)
     params = init(experiment, 0).params
     t = experiment.config.task
-    lengths = packing.paired_lengths(jax.random.PRNGKey(1), 4, t.min_len, t.max_len)
-    batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
-    positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
-    alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
-    packed = packing.pack(alone, *experiment.task.packed_widths(t.min_len, t.max_len))
+
+    def rows() -> tuple[Rows, Rows]:  # jitted as in a training step: one program, not 150
+        lengths = packing.paired_lengths(jax.random.PRNGKey(1), 4, t.min_len, t.max_len)
+        batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
+        positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
+        alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
+        return alone, packing.pack(alone, *experiment.task.packed_widths(t.min_len, t.max_len))
+
+    alone, packed = jax.jit(rows)()
     assert packed.src.shape[0] == 4 and alone.src.shape[0] == 8
     alone_logits, packed_logits = (
         forward(experiment, params, alone),
@@ -59,8 +63,9 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
         )
         assert not np.asarray(packed.tgt_out)[row, first + second :].any()  # then padding
     # The loss and accuracies of the step are those of the examples.
-    for name, value in cross_entropy(packed_logits, packed.tgt_out, packed.tgt_segments)[1].items():
-        expected = cross_entropy(alone_logits, alone.tgt_out)[1][name]
+    scores = jax.jit(lambda *args: cross_entropy(*args)[1])
+    for name, value in scores(packed_logits, packed.tgt_out, packed.tgt_segments).items():
+        expected = scores(alone_logits, alone.tgt_out, None)[name]
         np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
