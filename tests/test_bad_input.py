@@ -2,6 +2,7 @@
 and leaves runs/ exactly as it was."""
 
 import errno
+import fcntl
 import os
 import shutil
 import subprocess
@@ -170,18 +171,22 @@ CONFIG_CASES = {
 
 @pytest.fixture(scope="module")
 def workdir(trained):
-    (trained / "others" / "empty").mkdir(parents=True, exist_ok=True)
-    (trained / "notarun").mkdir(exist_ok=True)
-    (trained / "notarun" / "notes.txt").write_text("hello")
-    future = trained / "others" / "future"
-    if not future.exists():
-        shutil.copytree(trained / RUN, future)
-        config = yaml.safe_load((future / "config.yaml").read_text())
-        (future / "config.yaml").write_text(yaml.safe_dump({**config, "format": 99}))
-    (trained / "broken.yaml").write_text("task: [unclosed\n")
-    (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
-    (trained / "noname.yaml").write_text("model:\n  d_model: 32\n")
-    (trained / "afile").write_text("not a folder")
+    """The trained folder with wrong things beside its run: made under a lock, since
+    both of the session's workers share the folder."""
+    with open(trained / "workdir.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (trained / "others" / "empty").mkdir(parents=True, exist_ok=True)
+        (trained / "notarun").mkdir(exist_ok=True)
+        (trained / "notarun" / "notes.txt").write_text("hello")
+        future = trained / "others" / "future"
+        if not future.exists():
+            shutil.copytree(trained / RUN, future)
+            config = yaml.safe_load((future / "config.yaml").read_text())
+            (future / "config.yaml").write_text(yaml.safe_dump({**config, "format": 99}))
+        (trained / "broken.yaml").write_text("task: [unclosed\n")
+        (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
+        (trained / "noname.yaml").write_text("model:\n  d_model: 32\n")
+        (trained / "afile").write_text("not a folder")
     return trained
 
 
