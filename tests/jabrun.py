@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -137,7 +138,8 @@ def once(tmp_path_factory, worker_id: str, name: str, make) -> tuple[Path, str]:
     cwd, made = root / name, root / f"{name}.out"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not made.exists():
+        if not made.exists():  # or a worker before failed to make it: afresh
+            shutil.rmtree(cwd, ignore_errors=True)
             cwd.mkdir()
             made.write_text(make(cwd))
     return cwd, made.read_text()
