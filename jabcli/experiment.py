@@ -10,6 +10,8 @@ to know what the task or the scheme is happens here, before anything is written.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,24 @@ class Experiment:
     src_scheme: PositionalScheme  # the encoder's positional scheme
     tgt_scheme: PositionalScheme  # the decoder's
     model: ModelFns
+
+    # Two experiments built from the same config and vocabulary are the same experiment:
+    # equal, with one hash, so that a program compiled for one (jitted with the experiment
+    # as a static argument, or kept by `training.programs`) serves the other, and a second
+    # call in the same Python session (the API, a notebook) neither traces nor compiles
+    # again. A file task's data is not in its config: such an experiment is only itself.
+    @functools.cached_property
+    def _identity(self) -> tuple:
+        if not self.task.generated:
+            return (id(self),)
+        config = json.dumps(self.config.to_dict(), sort_keys=True)
+        return (config, tuple(self.tokenizer.tokens))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Experiment) and self._identity == other._identity
+
+    def __hash__(self) -> int:
+        return hash(self._identity)
 
     @classmethod
     def create(

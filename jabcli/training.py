@@ -107,9 +107,20 @@ def state_shapes(experiment: Experiment) -> TrainingState:
 
 def init(experiment: Experiment, seed: int) -> TrainingState:
     """`init_state` in one jitted call (op by op it takes seconds), as the Trainer makes it."""
-    seed = jnp.asarray(seed, jnp.uint32)
-    program = jax.jit(functools.partial(init_state, experiment)).lower(seed)
-    return program.compile(compiler_options=INIT_COMPILER_OPTIONS)(seed)
+    return compiled_init(experiment, 1)(jnp.asarray(seed, jnp.uint32))
+
+
+@functools.lru_cache(maxsize=4)
+def compiled_init(experiment: Experiment, seeds: int) -> Callable:
+    """`init_state` for `seeds` seeds at once (several: along a leading axis), compiled
+    once per process for each experiment, fast rather than optimized: it runs once per
+    run."""
+    make = functools.partial(init_state, experiment)
+    if seeds > 1:
+        make = jax.vmap(make)
+    shape = (seeds,) if seeds > 1 else ()
+    program = jax.jit(make).lower(jax.ShapeDtypeStruct(shape, jnp.uint32))
+    return program.compile(compiler_options=INIT_COMPILER_OPTIONS)
 
 
 def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: jax.Array) -> Rows:
@@ -269,14 +280,54 @@ def flops_per_step(compiled, seeds: int) -> float | None:
     return float(flops) / seeds if flops and flops > 0 else None
 
 
-class Trainer:
-    """The Python loop: chunks of jitted steps, periodic evaluation, early stop.
+class Programs(NamedTuple):
+    """An experiment's compiled training chunk, and what the Trainer reads off it."""
+
+    chunk: Any  # (state, steps) -> (state, metrics), compiled
+    state_sharding: NamedSharding
+    parameters: int  # one seed's
+    flops: float | None  # one seed's, per step
+
+
+@functools.lru_cache(maxsize=4)
+def compiled(experiment: Experiment) -> Programs:
+    """The experiment's training programs, compiled once per process for each experiment
+    (equal configs are one experiment): a second run of the same config in a Python
+    session, such as a notebook's, starts without tracing or compiling again.
 
     Every device JAX sees is on one mesh axis. One seed: each batch is split along it,
     parameters and optimizer state are replicated. Several seeds (train.seeds): the
     state has a leading seeds axis, one `vmap`ped chunk trains every seed, and the seeds
     are split over the devices when their number divides evenly (else every device
-    computes every seed). Callbacks receive one record per seed."""
+    computes every seed)."""
+    tr = experiment.config.train
+    grouped = tr.seeds > 1
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    replicated = NamedSharding(mesh, P())
+    if grouped:
+        split = tr.seeds % jax.device_count() == 0
+        state_sharding = NamedSharding(mesh, P("data")) if split else replicated
+        chunk = jax.vmap(functools.partial(train_chunk, experiment), in_axes=(0, None))
+    else:
+        state_sharding = replicated
+        batches = NamedSharding(mesh, P("data"))
+        chunk = functools.partial(train_chunk, experiment, batch_sharding=batches)
+    chunk = jax.jit(chunk, donate_argnums=0, out_shardings=(state_sharding, replicated))
+    # Compiled from shapes alone, so that a run too big for the machine is refused
+    # before a single buffer is allocated.
+    lead = (tr.seeds,) if grouped else ()
+    shapes = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(lead + x.shape, x.dtype, sharding=state_sharding),
+        state_shapes(experiment),
+    )
+    parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
+    program = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    return Programs(program, state_sharding, parameters, flops_per_step(program, tr.seeds))
+
+
+class Trainer:
+    """The Python loop: chunks of jitted steps (`compiled`), periodic evaluation, early
+    stop. Callbacks receive one record per seed."""
 
     def __init__(self, experiment: Experiment, states: list[TrainingState] | None = None):
         self.experiment = experiment
@@ -284,32 +335,9 @@ class Trainer:
         state_bytes, sizes = check(experiment)
         self.seeds = list(range(tr.seed, tr.seed + tr.seeds))
         self.grouped = tr.seeds > 1
-        mesh = Mesh(np.asarray(jax.devices()), ("data",))
-        replicated = NamedSharding(mesh, P())
-        if self.grouped:
-            split = tr.seeds % jax.device_count() == 0
-            state_sharding = NamedSharding(mesh, P("data")) if split else replicated
-            chunk = jax.vmap(functools.partial(train_chunk, experiment), in_axes=(0, None))
-            make = jax.vmap(functools.partial(init_state, experiment))
-            seeds = jnp.arange(tr.seed, tr.seed + tr.seeds, dtype=jnp.uint32)
-        else:
-            state_sharding = replicated
-            batches = NamedSharding(mesh, P("data"))
-            chunk = functools.partial(train_chunk, experiment, batch_sharding=batches)
-            make = functools.partial(init_state, experiment)
-            seeds = jnp.asarray(tr.seed, jnp.uint32)
-        chunk = jax.jit(chunk, donate_argnums=0, out_shardings=(state_sharding, replicated))
-        # Compiled from shapes alone, so that a run too big for the machine is refused
-        # before a single buffer is allocated.
-        lead = (tr.seeds,) if self.grouped else ()
-        shapes = jax.tree_util.tree_map(
-            lambda x: jax.ShapeDtypeStruct(lead + x.shape, x.dtype, sharding=state_sharding),
-            state_shapes(experiment),
-        )
-        self.parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
-        num_steps = jax.ShapeDtypeStruct((), jnp.int32)
-        self.chunk = chunk.lower(shapes, num_steps).compile()
-        self.flops = flops_per_step(self.chunk, tr.seeds)
+        programs = compiled(experiment)
+        self.chunk, self.flops = programs.chunk, programs.flops
+        self.parameters = programs.parameters
         memory.check(
             memory.program_bytes(self.chunk) + state_bytes,
             "a training step",
@@ -318,12 +346,12 @@ class Trainer:
         check_evaluation_memory(
             experiment, tr.eval_samples, "train.eval_samples", longest="task.max_len"
         )
-        if states is None:  # runs once: compiled fast rather than optimized
-            program = jax.jit(make).lower(seeds)
-            state = program.compile(compiler_options=INIT_COMPILER_OPTIONS)(seeds)
+        if states is None:
+            seeds = jnp.arange(tr.seed, tr.seed + tr.seeds, dtype=jnp.uint32)
+            state = compiled_init(experiment, tr.seeds)(seeds if self.grouped else seeds[0])
         else:
             state = stack(states) if self.grouped else states[0]
-        self.state = wait(jax.device_put(state, state_sharding))
+        self.state = wait(jax.device_put(state, programs.state_sharding))
 
     @property
     def step(self) -> int:

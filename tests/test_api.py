@@ -62,12 +62,30 @@ def run_metrics(trained):
     return jab.load(trained / "runs/tiny").metrics()
 
 
-def test_the_api_trains_a_run_the_command_line_can_read(tmp_path):
+def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_config_again_at_once(
+    tmp_path,
+):
+    from jabcli import training
+    from jabcli.experiment import resolve
+
     sets = {"task.max_len": 5, "task.alphabet": "0123", "model.d_model": 32, "model.d_ff": 64,
             "model.num_layers": 1, "train.batch_size": 32, "train.eval_every": 50}  # fmt: skip
     run = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "api")
     assert run.path == tmp_path / "api" and run.metrics()[-1]["step"] == 50
     assert json.loads(cli("eval", "--run", "api", "--json", cwd=tmp_path).stdout)["step"] == 50
+    # The same config again in this Python session: its programs are not compiled again,
+    # and it trains the same.
+    before = training.compiled.cache_info()
+    again = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "again")
+    after = training.compiled.cache_info()
+    assert after.hits == before.hits + 1 and after.misses == before.misses
+    timing = ("steps_per_sec", "elapsed_s")
+    assert [{k: v for k, v in m.items() if k not in timing} for m in again.metrics()] == [
+        {k: v for k, v in m.items() if k not in timing} for m in run.metrics()
+    ]
+    same = [f"{k}={v}" for k, v in sets.items()]
+    assert resolve("copy", sets=same, steps=50) == resolve("copy", sets=same, steps=50)
+    assert resolve("copy", sets=same) != resolve("copy", sets=[*same, "model.d_ff=32"])
 
 
 def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):

@@ -28,44 +28,39 @@ def chunk_losses(seeds: int) -> list[list[float]]:
     return losses
 
 
-# The same chunks in a process that sees `devices` CPU devices.
-ON_DEVICES = """
+# The same chunks, one seed then 4, in a process that sees 4 CPU devices.
+ON_4_DEVICES = """
 import json, sys, jax
 sys.path.insert(0, sys.argv[1])
 from jabcli import runtime
 runtime.configure()
 from test_sharding import chunk_losses
-print(json.dumps({"devices": jax.device_count(), "losses": chunk_losses(int(sys.argv[2]))}))
+print(json.dumps({"devices": jax.device_count(), "losses": [chunk_losses(1), chunk_losses(4)]}))
 """
 
 
-def start(devices: int, seeds: int) -> subprocess.Popen:
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
-    env = {**os.environ, "XLA_FLAGS": flags}
-    return subprocess.Popen(
-        [sys.executable, "-c", ON_DEVICES, str(Path(__file__).parent), str(seeds)],
-        env=env,
+def test_splitting_the_batch_or_the_seeds_over_4_devices_gives_the_losses_of_one():
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    four_devices = subprocess.Popen(
+        [sys.executable, "-c", ON_4_DEVICES, str(Path(__file__).parent)],
+        env={**os.environ, "XLA_FLAGS": flags},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-
-
-def losses(proc: subprocess.Popen, devices: int) -> list:
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    )  # it compiles while this process, which sees one device, does
+    four_seeds = np.asarray(chunk_losses(4))
+    assert four_seeds.shape == (4, 4)  # 4 chunks, 4 seeds
+    assert len({tuple(column) for column in four_seeds.T}) == 4  # the seeds differ
+    out, err = four_devices.communicate(timeout=300)
+    assert four_devices.returncode == 0, err
     result = json.loads(out.strip().splitlines()[-1])
-    assert result["devices"] == devices
-    return result["losses"]
-
-
-def test_splitting_the_batch_over_4_devices_or_4_seeds_over_2_gives_the_losses_of_one():
-    four_devices, two_devices = start(4, 1), start(2, 4)  # they compile while this one does
-    one_seed, four_seeds = chunk_losses(1), chunk_losses(4)  # this process: one device
-    assert np.asarray(four_seeds).shape == (4, 4)  # 4 chunks, 4 seeds
-    assert len({tuple(column) for column in np.asarray(four_seeds).T}) == 4  # the seeds differ
-    assert np.ravel(losses(four_devices, 4)) == pytest.approx(np.ravel(one_seed), rel=1e-4)
-    assert np.ravel(losses(two_devices, 2)) == pytest.approx(np.ravel(four_seeds), rel=1e-4)
+    assert result["devices"] == 4
+    batch_split, seeds_split = map(np.asarray, result["losses"])
+    # One seed, its batch split over the devices: seed 0's losses (a group's first seed
+    # trains as the run of that seed alone does).
+    assert np.ravel(batch_split) == pytest.approx(four_seeds[:, 0], rel=1e-4)
+    # Four seeds, one on each device.
+    assert np.ravel(seeds_split) == pytest.approx(np.ravel(four_seeds), rel=1e-4)
 
 
 def test_a_batch_that_does_not_divide_over_the_devices_is_a_clear_error(tmp_path):
