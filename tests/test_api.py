@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 from jabrun import env
-from jabrun import jab as cli
+from jabrun import jab_here as cli
 
 import jabcli as jab
 
