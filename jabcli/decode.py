@@ -96,6 +96,17 @@ def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, le
     return decoded, positions
 
 
+@partial(jax.jit, static_argnames=("experiment",))
+def attention_weights(experiment, params, src, tgt_in, src_positions, tgt_positions):
+    """Every layer's attention weights as the model reads sources [B, S] and answers so
+    far [B, T] (teacher-forced, in one pass) at the positions decoding read; compiled once
+    per experiment and shape, as `answer` is."""
+    _, weights = experiment.model.forward(
+        params, None, src, tgt_in, src_positions=src_positions, tgt_positions=tgt_positions
+    )
+    return weights
+
+
 @partial(jax.jit, static_argnames=("fns", "max_out"))
 def greedy_decode(
     fns: ModelFns,

@@ -282,7 +282,7 @@ class AttentionMap:
 def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
     """Decode `text` (default: a random held-out input) and return the `kind` attention
     ("cross", "encoder" or "decoder") of the pass that produced the answer."""
-    import jax
+    from jabcli.decode import attention_weights
 
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
@@ -295,13 +295,8 @@ def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
     produced = out[: ends[0] + 1] if ends.size else out
     tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
     # The positions decoding read, so the picture shows the computation that answered.
-    _, weights = jax.jit(experiment.model.forward)(
-        loaded.params,
-        None,
-        src,
-        tgt_in,
-        src_positions=src_positions,
-        tgt_positions=tgt_positions[:, : tgt_in.shape[1]],
+    weights = attention_weights(
+        experiment, loaded.params, src, tgt_in, src_positions, tgt_positions[:, : tgt_in.shape[1]]
     )
     tokens = experiment.tokenizer.tokens
     src_labels = [tokens[i] for i in src[0]]
