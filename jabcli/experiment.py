@@ -228,15 +228,19 @@ def resolve(
         raise JabError(
             f"{files[0]} names no task: add task: {{name: NAME}} (one of: {', '.join(TASKS)})"
         )
+    given = []  # (key, where): the task options asked for by name
     for assignment in sets or []:
         key, value, raw = configuration.parse_set(assignment)
         configuration.set_key(config, key, value, "--set", raw)
+        given.append((key, "--set"))
     for key, value in (overrides or {}).items():
         configuration.set_key(config, key, value, source)
+        given.append((key, source))
     for key, value in (("steps", steps), ("seed", seed), ("seeds", seeds)):
         if value is not None:  # checked as a config key: the API may pass 1.5
             configuration.set_key(config, f"train.{key}", value, f"--{key}")
     configuration.validate(config)
+    check_own_options(config.task.name, given)
     experiment = Experiment.create(config, None, data)
     t = experiment.config.task
     if data is not None and t.max_len > experiment.task.longest:  # a new run only
@@ -246,6 +250,25 @@ def resolve(
             f"{experiment.task.longest})"
         )
     return experiment
+
+
+# Task options every task takes; the others (task.modulus, task.shift, ...) are some
+# tasks' own (`Task.options`).
+COMMON_TASK_KEYS = ("name", "min_len", "max_len", "alphabet", "index_hints")
+
+
+def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
+    """Refuse a task option asked for by name (`given`: key and where it was given) that
+    the task does not take, such as task.modulus for copy: it would change nothing."""
+    own = ["held_out"] if data_path(name) is not None else task_class(name).options()
+    for key, where in given:
+        part, _, option = key.partition(".")
+        if part == "task" and option not in COMMON_TASK_KEYS and option not in own:
+            takes = f"its own options: {', '.join(f'task.{o}' for o in own)}"
+            raise JabError(
+                f"task {name} takes no {key} (from {where}); "
+                f"{takes if own else 'it has no options of its own'}"
+            )
 
 
 def is_yaml(task: str) -> bool:

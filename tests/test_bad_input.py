@@ -31,6 +31,10 @@ CASES = {
         ["train", "--task", "copy", "--set", "model.d_modle=64"],
         "did you mean 'model.d_model'",
     ),
+    "an option the task does not take": (
+        ["train", "--task", "copy", "--set", "task.modulus=7"],
+        "task copy takes no task.modulus (from --set); it has no options of its own",
+    ),
     "negative steps": (["train", "--task", "copy", "--steps", "-5"], "'--steps'"),
     "steps beyond any budget": (
         ["train", "--task", "copy", "--steps", "99999999999999999999"],
