@@ -44,7 +44,7 @@ class Experiment:
 
     # Two experiments built from the same config and vocabulary are the same experiment:
     # equal, with one hash, so that a program compiled for one (jitted with the experiment
-    # as a static argument, or kept by `training.programs`) serves the other, and a second
+    # as a static argument, or kept by `training.compiled`) serves the other, and a second
     # call in the same Python session (the API, a notebook) neither traces nor compiles
     # again. A file task's data is not in its config: such an experiment is only itself.
     @functools.cached_property
