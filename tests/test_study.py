@@ -141,7 +141,7 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
               "evaluate": study.evaluation.to_dict()}  # fmt: skip
     assert study.cells[0].spec == studies.digest(before)
     changed = studies.read(
-        write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {task.modulus: 7}}]\n")
+        write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {model.loops: 2}}]\n")
     )
     studies.check(changed)
     assert changed.cells[0].spec != study.cells[0].spec
