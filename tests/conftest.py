@@ -42,3 +42,13 @@ def trained(tmp_path_factory, worker_id):
         return jab("train", *TINY, "--steps", "300", "--out", "runs/tiny", cwd=cwd).stdout
 
     return once(tmp_path_factory, worker_id, "trained", train)[0]
+
+
+# The longest tests (a study's worker processes, a notebook's kernel, a Ray cluster, four
+# devices) first: pytest-xdist hands tests out in this order, so its workers end together
+# rather than one waiting on the other's last long test.
+LONGEST_FIRST = ("test_study.py", "test_notebook.py", "test_sharding.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable otherwise
