@@ -68,7 +68,9 @@ A new scheme is one subclass here and one entry in SCHEMES.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 import haiku as hk
@@ -190,8 +192,14 @@ class Sinusoidal(PositionalScheme):
     name = "sinusoidal"
 
     def make_vectors(self, max_positions, d_model):
-        table = sinusoidal_encoding(max_positions, d_model)
-        return lambda positions: jnp.take(jnp.asarray(table), positions, axis=0)
+        def vectors(positions):
+            if _shapes_only.get():  # no values needed, so none computed
+                table = jnp.zeros((max_positions, d_model), jnp.float32)
+            else:
+                table = jnp.asarray(sinusoidal_encoding(max_positions, d_model))
+            return jnp.take(table, positions, axis=0)
+
+        return vectors
 
 
 class Learned(PositionalScheme):
@@ -362,12 +370,26 @@ def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
     return SCHEMES[name]
 
 
+_shapes_only: ContextVar[bool] = ContextVar("shapes_only", default=False)
+
+
+@contextlib.contextmanager
+def shapes_only():
+    """Within it, a model traced for its shapes alone (`jax.eval_shape`) computes no
+    sinusoidal table: a model too big to train is refused before its table, which for a
+    d_model of a million alone takes gigabytes and seconds, is made."""
+    token = _shapes_only.set(True)
+    try:
+        yield
+    finally:
+        _shapes_only.reset(token)
+
+
 @functools.lru_cache(maxsize=2)
 def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:
     """[length, d_model]: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same angle).
-    Computed once per size (read-only): the encoder, the decoder and every trace share
-    it, which a model too big to train (whose table alone can take seconds) is refused
-    after."""
+    Computed once per size (read-only), when a model is first traced to compute: the
+    encoder, the decoder and every trace share it."""
     positions = np.arange(length)[:, None]
     frequencies = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
     encoding = np.zeros((length, d_model), np.float32)

@@ -28,6 +28,7 @@ from jabcli.errors import JabError
 from jabcli.evaluate import check_evaluation_memory, evaluate
 from jabcli.experiment import Experiment
 from jabcli.packing import Rows
+from jabcli.positions import shapes_only
 from jabcli.tokenizer import PAD_ID
 
 # Independent random streams folded from a run's root key: one per use, never shared.
@@ -97,12 +98,14 @@ INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 @functools.cache
 def state_shapes(experiment: Experiment) -> TrainingState:
     """The shapes and dtypes of one seed's training state, traced once and then kept
-    (runtime.remembered), since every command that loads or trains a model needs them."""
-    return runtime.remembered(
-        experiment,
-        "state shapes",
-        lambda: jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0)),
-    )
+    (runtime.remembered), since every command that loads or trains a model needs them.
+    Nothing is computed: a model too big for memory is refused with these shapes first."""
+
+    def trace() -> TrainingState:
+        with shapes_only():
+            return jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
+
+    return runtime.remembered(experiment, "state shapes", trace)
 
 
 def init(experiment: Experiment, seed: int) -> TrainingState:
@@ -252,7 +255,7 @@ def check(experiment: Experiment) -> tuple[int, str]:
     sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
     if tr.seeds > 1:
         sizes = f"train.seeds or {sizes}"
-    memory.check(state_bytes, "the parameters and optimizer state", sizes)
+    memory.check(state_bytes, "the model with its optimizer state", sizes)
     return state_bytes, sizes
 
 

@@ -308,6 +308,23 @@ def test_a_run_too_big_for_memory_is_refused_before_it_allocates(sets, lower, tm
     assert not (tmp_path / "big").exists()
 
 
+def test_a_model_too_big_is_refused_before_its_position_table_is_made(tmp_path, monkeypatch):
+    """With a d_model of a million, the sinusoidal table alone would take gigabytes."""
+    from jabcli import positions
+
+    def never(*args):
+        raise AssertionError("the table was made")
+
+    monkeypatch.setattr(positions, "sinusoidal_encoding", never)
+    result = jab_here(
+        "train", "--task", "copy", "--set", "model.d_model=1000000", "--out", "big",
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "the model with its optimizer state needs about" in result.stderr
+    assert not (tmp_path / "big").exists()
+
+
 def test_lengths_whose_decoding_cannot_fit_one_input_are_refused_before_decoding(
     workdir, monkeypatch
 ):
