@@ -435,14 +435,19 @@ def test_a_pipe_closed_early_is_no_failure_for_pipefail_scripts(args, tmp_path):
     assert result.returncode == 0 and result.stderr == ""
 
 
-def test_training_goes_on_to_its_end_when_its_reader_goes_away(tmp_path):
-    args = " ".join([*TINY, "--steps", "200", "--out", "piped"])
+# Trained as the session's tiny run is: tests that ask for `trained` (made first) find
+# its programs in the session's compilation cache.
+AS_TRAINED = [*TINY, "--steps", "300"]
+
+
+def test_training_goes_on_to_its_end_when_its_reader_goes_away(trained, tmp_path):
+    args = " ".join([*AS_TRAINED, "--out", "piped"])
     command = f"set -o pipefail; {sys.executable} -m jabcli train {args} | head -1"
     result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env(),
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "piped/checkpoints/manifest.json").read_text())
-    assert manifest["checkpoints"][-1]["step"] == 200
+    assert manifest["checkpoints"][-1]["step"] == 300
 
 
 def test_no_runs_is_an_empty_list_not_an_error(tmp_path):
@@ -496,14 +501,14 @@ def test_a_plot_jab_draws_leaves_a_notebooks_matplotlib_backend_as_it_was(traine
         matplotlib.use(before)
 
 
-def test_training_in_a_terminal_draws_its_live_view_and_finishes(tmp_path):
+def test_training_in_a_terminal_draws_its_live_view_and_finishes(trained, tmp_path):
     """In a terminal (a pseudo-terminal here) jab draws its live view, which pipes never
     see: the main job must finish there too."""
     import pty
     import select
 
     master, terminal = pty.openpty()
-    args = [*TINY, "--steps", "60", "--set", "train.log_every=20", "--out", "run"]
+    args = [*AS_TRAINED, "--out", "run"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli", "train", *args],
         cwd=tmp_path, env={**env(), "TERM": "xterm"},
