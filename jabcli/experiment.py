@@ -228,7 +228,7 @@ def resolve(
         raise JabError(
             f"{files[0]} names no task: add task: {{name: NAME}} (one of: {', '.join(TASKS)})"
         )
-    given = []  # (key, where): the task options asked for by name
+    given = [option for path in files for option in file_options(path)]  # (key, where)
     for assignment in sets or []:
         key, value, raw = configuration.parse_set(assignment)
         configuration.set_key(config, key, value, "--set", raw)
@@ -269,6 +269,20 @@ def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
                 f"task {name} takes no {key} (from {where}); "
                 f"{takes if own else 'it has no options of its own'}"
             )
+
+
+def file_options(path: Path) -> list[tuple[str, str]]:
+    """The task options a YAML file sets away from their defaults, with where: a saved
+    run's config.yaml holds every task key, those its task does not take at their
+    defaults."""
+    task, defaults = configuration.read_yaml(path).get("task"), Config().task
+    if not isinstance(task, dict):
+        return []
+    return [
+        (f"task.{key}", str(path))
+        for key, value in task.items()
+        if hasattr(defaults, key) and value != getattr(defaults, key)
+    ]
 
 
 def is_yaml(task: str) -> bool:

@@ -35,6 +35,10 @@ CASES = {
         ["train", "--task", "copy", "--set", "task.modulus=7"],
         "task copy takes no task.modulus (from --set); it has no options of its own",
     ),
+    "an option the task does not take, in a task file": (
+        ["train", "--task", "copymod.yaml"],
+        "task copy takes no task.modulus (from copymod.yaml); it has no options of its own",
+    ),
     "negative steps": (["train", "--task", "copy", "--steps", "-5"], "'--steps'"),
     "steps beyond any budget": (
         ["train", "--task", "copy", "--steps", "99999999999999999999"],
@@ -190,6 +194,7 @@ def workdir(trained):
         (trained / "broken.yaml").write_text("task: [unclosed\n")
         (trained / "wrongtype.yaml").write_text("model:\n  d_model: wide\n")
         (trained / "noname.yaml").write_text("model:\n  d_model: 32\n")
+        (trained / "copymod.yaml").write_text("task:\n  name: copy\n  modulus: 7\n")
         (trained / "afile").write_text("not a folder")
     return trained
 
