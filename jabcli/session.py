@@ -139,9 +139,8 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     from jabcli.training import check
 
     step, arrays = checkpoints.newest_common(seeds, warn=observer.note)
-    if arrays is None:
+    if arrays is None:  # from step 0, which _train says
         states = None
-        observer.note(f"{path} has no checkpoint yet; training it from the start")
     else:
         states = [
             checkpoints.state_of(experiment, one, f"checkpoint at step {step} in {run.path}")
@@ -208,7 +207,8 @@ def _train(
                             f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
                             f"moved to {runs.REJECTED_METRICS}"
                         )
-                observer.note(f"Resuming {path} from step {resumed[0]}")
+                fresh = "; it has no checkpoint yet" if resumed[1] is None else ""
+                observer.note(f"Resuming {path} from step {resumed[0]}{fresh}")
             states = resumed[1] if resumed is not None else None
             return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:

@@ -125,7 +125,9 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
     (run / "metrics.jsonl").write_text('{"step": 50, "loss": 99.0}\n{"step": 100, "lo')
     (run / ".lock").write_text("4242")
     result = jab_here("train", "--resume", "run", cwd=tmp_path)
-    assert "Resuming run from step 0" in " ".join(result.stdout.split())
+    said = " ".join(result.stdout.split())
+    assert "Resuming run from step 0; it has no checkpoint yet" in said
+    assert said.count("no checkpoint") == 1  # said once, not once more another way
     records = metrics(run)
     assert [r["step"] for r in records] == [50, 100]
     assert records[0]["loss"] != 99.0  # the killed process's records are gone
