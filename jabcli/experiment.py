@@ -272,17 +272,19 @@ def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
 
 
 def file_options(path: Path) -> list[tuple[str, str]]:
-    """The task options a YAML file sets away from their defaults, with where: a saved
-    run's config.yaml holds every task key, those its task does not take at their
-    defaults."""
+    """The task options a YAML file sets away from their defaults (read as the config
+    reads them: `held_out: 1e-1` is the default 0.1), with where; one written out at its
+    default changes nothing, whichever the task."""
     task, defaults = configuration.read_yaml(path).get("task"), Config().task
     if not isinstance(task, dict):
         return []
-    return [
-        (f"task.{key}", str(path))
-        for key, value in task.items()
-        if hasattr(defaults, key) and value != getattr(defaults, key)
-    ]
+    found = []
+    for key, value in task.items():
+        if hasattr(defaults, key):  # (apply_file has refused an unknown key or a bad type)
+            default = getattr(defaults, key)
+            if configuration.coerce(f"task.{key}", value, type(default)) != default:
+                found.append((f"task.{key}", str(path)))
+    return found
 
 
 def is_yaml(task: str) -> bool:

@@ -255,7 +255,8 @@ def check(experiment: Experiment) -> tuple[int, str]:
     sizes = "the model's size (model.d_model, model.d_ff, model.num_layers)"
     if tr.seeds > 1:
         sizes = f"train.seeds or {sizes}"
-    memory.check(state_bytes, "the model with its optimizer state", sizes)
+    what = f"{tr.seeds} models with their" if tr.seeds > 1 else "the model with its"
+    memory.check(state_bytes, f"holding {what} optimizer state", sizes)
     return state_bytes, sizes
 
 

@@ -294,6 +294,14 @@ def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]
 
 
+def test_a_task_file_may_write_out_options_at_their_defaults(tmp_path):
+    """Only an option set away from its default is refused for a task that does not
+    take it; `1e-1` is YAML's string for the default 0.1, read as the config reads it."""
+    task = tmp_path / "copy.yaml"
+    task.write_text("task:\n  name: copy\n  modulus: 5\n  held_out: 1e-1\n")
+    assert resolve(str(task)).config.task.held_out == 0.1
+
+
 @pytest.mark.parametrize(
     "sets, lower",
     [
@@ -326,7 +334,7 @@ def test_a_model_too_big_is_refused_before_its_position_table_is_made(tmp_path, 
         cwd=tmp_path, check=False,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
-    assert "the model with its optimizer state needs about" in result.stderr
+    assert "holding the model with its optimizer state needs about" in result.stderr
     assert not (tmp_path / "big").exists()
 
 

@@ -19,8 +19,8 @@ from jabrun import TINY, env, interrupt_after, jab_here
 from jabcli.errors import JabError
 
 # Long enough for a signal sent at its second to fifth log line (steps 50-125) to land
-# part-way: a tiny model trains about 500 steps a second.
-LONG = [*TINY, "--steps", "400", "--set", "train.log_every=25"]
+# part-way, with a second or more to spare: a tiny model trains about 500 steps a second.
+LONG = [*TINY, "--steps", "600", "--set", "train.log_every=25"]
 
 
 def checkpoint(run: Path, step: int) -> dict:
