@@ -20,6 +20,9 @@ import yaml
 from jabcli.errors import JabError, suggest
 from jabcli.tokenizer import DATA_CHARS
 
+# What a run's config.yaml holds beside its config: given to --config (to train a new run
+# like a saved one), they are skipped; the new run has today's vocabulary.
+RUN_RECORD_KEYS = ("format", "created", "vocab")
 FILE_PREFIX = "file:"  # task.name file:PATH names a data file of pairs
 
 

@@ -310,6 +310,7 @@ def apply_file(config: Config, path: Path) -> DataFile | None:
     """Overlay a YAML file; a data file it names is found next to it and lays its
     defaults underneath."""
     values = configuration.read_yaml(path)
+    values = {k: v for k, v in values.items() if k not in configuration.RUN_RECORD_KEYS}
     task = values.get("task")
     named = task.get("name") if isinstance(task, dict) else None
     data = None

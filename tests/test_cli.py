@@ -57,13 +57,17 @@ def test_show_attention_draws_a_heatmap_and_saves_an_svg_that_fetches_nothing(tr
 
 
 def test_same_seed_and_config_give_the_same_losses(trained, tmp_path):
+    """Given again as options, or as the saved run's config.yaml (--config)."""
     jab_here("train", *TINY, "--steps", "300", "--out", "again", cwd=tmp_path)
+    saved = trained / "runs/tiny/config.yaml"
+    jab_here("train", "--config", saved, "--out", "like", cwd=tmp_path)
 
     def losses(run):
         lines = (run / "metrics.jsonl").read_text().splitlines()
         return [json.loads(line)["loss"] for line in lines]
 
     assert losses(tmp_path / "again") == losses(trained / "runs/tiny")
+    assert losses(tmp_path / "like") == losses(trained / "runs/tiny")
 
 
 def test_eval_by_length_is_far_above_chance_in_range_and_covers_exactly_the_lengths(trained):
