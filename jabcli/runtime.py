@@ -1,11 +1,9 @@
 """Process-wide JAX settings, applied before the first compilation; JAX imported on
 first use by modules that commands which never compute also read (`jab tasks`); and
-what takes tracing a model to find, kept on disk: facts about it (its parameters'
-shapes) and its traced programs (`program`)."""
+facts about a model that take tracing to find (its parameters' shapes), kept on disk."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import importlib
@@ -63,35 +61,6 @@ def source_digest() -> str:
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
-
-
-def program(
-    experiment: Any,
-    name: str,
-    function: Callable,
-    args: tuple,
-    compiler_options: dict | None = None,
-    **jit_options: Any,
-) -> Any:
-    """`jax.jit(function, **jit_options)` compiled for `args` (shapes), its traced and
-    lowered form kept on disk (`jax.export`, under `remembered`'s key with `name`) so
-    that the next process with the same experiment skips tracing, and its compiled code
-    kept by JAX's persistent cache. The program is always compiled from its exported
-    form, kept or not, so that a process that traced it and one that read it compute
-    the same bits."""
-    import jax
-
-    def export() -> Any:
-        exported = jax.export.export(jax.jit(function, **jit_options))(*args)
-        try:  # what it keeps to differentiate the program: unneeded, and not picklable
-            return dataclasses.replace(exported, _get_vjp=None)
-        except TypeError:  # another JAX: kept in this process only
-            return exported
-
-    where = [name, jax.default_backend(), jax.device_count()]
-    exported = remembered(experiment, json.dumps(where), export)
-    lowered = jax.jit(exported.call, **jit_options).lower(*args)
-    return lowered.compile(compiler_options=compiler_options)
 
 
 def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:

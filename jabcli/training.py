@@ -122,9 +122,8 @@ def compiled_init(experiment: Experiment, seeds: int) -> Callable:
     if seeds > 1:
         make = jax.vmap(make)
     shape = (seeds,) if seeds > 1 else ()
-    seeds_shape = jax.ShapeDtypeStruct(shape, jnp.uint32)
-    name = f"initialisation of {seeds} seeds"
-    return runtime.program(experiment, name, make, (seeds_shape,), INIT_COMPILER_OPTIONS)
+    program = jax.jit(make).lower(jax.ShapeDtypeStruct(shape, jnp.uint32))
+    return program.compile(compiler_options=INIT_COMPILER_OPTIONS)
 
 
 def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: jax.Array) -> Rows:
@@ -317,6 +316,7 @@ def compiled(experiment: Experiment) -> Programs:
         state_sharding = replicated
         batches = NamedSharding(mesh, P("data"))
         chunk = functools.partial(train_chunk, experiment, batch_sharding=batches)
+    chunk = jax.jit(chunk, donate_argnums=0, out_shardings=(state_sharding, replicated))
     # Compiled from shapes alone, so that a run too big for the machine is refused
     # before a single buffer is allocated.
     lead = (tr.seeds,) if grouped else ()
@@ -325,14 +325,7 @@ def compiled(experiment: Experiment) -> Programs:
         state_shapes(experiment),
     )
     parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
-    program = runtime.program(
-        experiment,
-        "training chunk",
-        chunk,
-        (shapes, jax.ShapeDtypeStruct((), jnp.int32)),
-        donate_argnums=0,
-        out_shardings=(state_sharding, replicated),
-    )
+    program = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
     return Programs(program, state_sharding, parameters, flops_per_step(program, tr.seeds))
 
 
