@@ -10,6 +10,7 @@ and reports through callbacks; it never prints.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -42,21 +43,77 @@ class TrainingState(NamedTuple):
     step: jax.Array
 
 
-def make_optimizer(tr: TrainConfig) -> optax.GradientTransformation:
-    """AdamW with linear warmup then cosine decay, after global-norm clipping."""
-    return optax.chain(
-        optax.clip_by_global_norm(tr.clip_norm) if tr.clip_norm > 0 else optax.identity(),
-        optax.adamw(learning_rate_schedule(tr), b1=0.9, b2=0.98, weight_decay=tr.weight_decay),
-    )
+class Schedule(NamedTuple):
+    """The numbers of the learning-rate schedule, linear warmup from 0 to `peak` then
+    cosine decay to a tenth of it at train.steps (`learning_rate`). The training program
+    takes them as values, not constants, so that configs which differ only in
+    train.steps, train.learning_rate or train.warmup_steps (`SCHEDULE_KEYS`) share one
+    compiled program: a run extended with more steps, or a study's rows of learning
+    rates, compile once."""
+
+    peak: Any  # float32
+    warmup: Any  # int32: steps of warmup
+    per_warmup: Any  # float32: 1 / warmup
+    decay: Any  # float32: steps of decay after warmup
+    per_decay: Any  # float32: 1 / decay
+    keep: Any  # float32: 1 - end / peak
+    end: Any  # float32: end / peak
+
+    @classmethod
+    def of(cls, tr: TrainConfig) -> Schedule:
+        """The numbers optax.warmup_cosine_decay_schedule computes from train's options,
+        in double precision on the host, as it does; then as 32-bit values, with the
+        reciprocals XLA makes of a division by a constant."""
+        warmup = min(tr.warmup_steps, tr.steps)
+        decay = max(tr.steps, tr.warmup_steps + 1) - warmup
+        end = 0.0 if tr.learning_rate == 0.0 else tr.learning_rate * 0.1 / tr.learning_rate
+        one = np.float32(1)
+        per_warmup = one / np.float32(warmup) if warmup else np.float32(np.inf)
+        f32 = np.float32
+        return cls(f32(tr.learning_rate), np.int32(warmup), per_warmup, f32(decay),
+                   one / f32(decay), f32(1 - end), f32(end))  # fmt: skip
+
+
+SCHEDULE_KEYS = ("steps", "learning_rate", "warmup_steps")
+
+
+def learning_rate(schedule: Schedule, warms: bool, count: jax.Array) -> jax.Array:
+    """The learning rate at optimizer step `count`, the same bits as the program XLA
+    compiles of optax.warmup_cosine_decay_schedule with the schedule's numbers as
+    constants: the same operations in the same order (a division by a constant is a
+    product with its reciprocal), and, as there, no rising part without warmup
+    (`warms`, which the program is compiled for)."""
+    s = schedule
+    rising = -s.peak * (1 - jnp.clip(count, 0, s.warmup) * s.per_warmup) ** 1 + s.peak
+    start = s.warmup if warms else 0
+    after = jnp.minimum(count - start, s.decay)
+    cosine = 0.5 * (1 + jnp.cos((jnp.pi * after) * s.per_decay))
+    falling = s.peak * (s.keep * cosine**1.0 + s.end)
+    return jnp.where(count < start, rising if warms else 0.0, falling)
 
 
 def learning_rate_schedule(tr: TrainConfig) -> optax.Schedule:
+    """The schedule `learning_rate` computes, as optax computes it on the host: the
+    learning rate a run's metrics record."""
     return optax.warmup_cosine_decay_schedule(
         init_value=0.0,
         peak_value=tr.learning_rate,
         warmup_steps=min(tr.warmup_steps, tr.steps),
         decay_steps=max(tr.steps, tr.warmup_steps + 1),
         end_value=tr.learning_rate * 0.1,
+    )
+
+
+def make_optimizer(tr: TrainConfig, schedule: Schedule) -> optax.GradientTransformation:
+    """AdamW with linear warmup then cosine decay, after global-norm clipping."""
+    return optax.chain(
+        optax.clip_by_global_norm(tr.clip_norm) if tr.clip_norm > 0 else optax.identity(),
+        optax.adamw(
+            functools.partial(learning_rate, schedule, tr.warmup_steps > 0),
+            b1=0.9,
+            b2=0.98,
+            weight_decay=tr.weight_decay,
+        ),
     )
 
 
@@ -86,7 +143,8 @@ def init_state(experiment: Experiment, seed: jax.Array) -> TrainingState:
     rng = jax.random.PRNGKey(seed)
     batch = experiment.sample(rng, 2)
     params = experiment.model.init(jax.random.fold_in(rng, 99), batch.src, batch.tgt_in)
-    optimizer = make_optimizer(experiment.config.train)
+    tr = experiment.config.train
+    optimizer = make_optimizer(tr, Schedule.of(tr))  # its state holds no schedule number
     return TrainingState(params, optimizer.init(params), rng, jnp.asarray(0, jnp.int32))
 
 
@@ -113,11 +171,27 @@ def init(experiment: Experiment, seed: int) -> TrainingState:
     return compiled_init(experiment, 1)(jnp.asarray(seed, jnp.uint32))
 
 
-@functools.lru_cache(maxsize=4)
+def without_schedule(experiment: Experiment) -> Experiment:
+    """The experiment with its schedule's numbers (`SCHEDULE_KEYS`) at their defaults
+    (but for no warmup): what its training programs are compiled from, which take those
+    numbers as values."""
+    tr = experiment.config.train
+    defaults = {key: getattr(TrainConfig(), key) for key in SCHEDULE_KEYS}
+    if tr.warmup_steps == 0:  # a schedule without warmup is another program
+        defaults["warmup_steps"] = 0
+    config = dataclasses.replace(experiment.config, train=dataclasses.replace(tr, **defaults))
+    return dataclasses.replace(experiment, config=config)
+
+
 def compiled_init(experiment: Experiment, seeds: int) -> Callable:
     """`init_state` for `seeds` seeds at once (several: along a leading axis), compiled
-    once per process for each experiment, fast rather than optimized: it runs once per
-    run."""
+    once per process for each model (`without_schedule`), fast rather than optimized:
+    it runs once per run."""
+    return compiled_init_of(without_schedule(experiment), seeds)
+
+
+@functools.lru_cache(maxsize=4)
+def compiled_init_of(experiment: Experiment, seeds: int) -> Callable:
     make = functools.partial(init_state, experiment)
     if seeds > 1:
         make = jax.vmap(make)
@@ -168,7 +242,10 @@ def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
 
 
 def update(
-    experiment: Experiment, state: TrainingState, batch_sharding: NamedSharding | None = None
+    experiment: Experiment,
+    state: TrainingState,
+    schedule: Schedule,
+    batch_sharding: NamedSharding | None = None,
 ) -> tuple[TrainingState, dict]:
     """One optimizer step on a batch drawn from (rng, step)."""
     tr = experiment.config.train
@@ -183,7 +260,8 @@ def update(
     grads, metrics = jax.grad(functools.partial(loss_fn, experiment), has_aux=True)(
         state.params, dropout_key, rows
     )
-    updates, opt_state = make_optimizer(tr).update(grads, state.opt_state, state.params)
+    optimizer = make_optimizer(tr, schedule)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics["grad_norm"] = optax.tree.norm(grads)
     return TrainingState(params, opt_state, state.rng, state.step + 1), metrics
@@ -193,6 +271,7 @@ def train_chunk(
     experiment: Experiment,
     state: TrainingState,
     num_steps: jax.Array,
+    schedule: Schedule,
     batch_sharding: NamedSharding | None = None,
 ) -> tuple[TrainingState, dict]:
     """Up to `log_every` steps in one dispatch; steps past `num_steps` are skipped.
@@ -200,7 +279,7 @@ def train_chunk(
     log_every = experiment.config.train.log_every
 
     def step(state):
-        return update(experiment, state, batch_sharding)
+        return update(experiment, state, schedule, batch_sharding)
 
     def skip(state):
         zero = jnp.asarray(0.0)
@@ -293,17 +372,23 @@ class Programs(NamedTuple):
     flops: float | None  # one seed's, per step
 
 
-@functools.lru_cache(maxsize=4)
 def compiled(experiment: Experiment) -> Programs:
     """The experiment's training programs, compiled once per process for each experiment
-    (equal configs are one experiment): a second run of the same config in a Python
-    session, such as a notebook's, starts without tracing or compiling again.
+    less its schedule's numbers (`without_schedule`; equal configs are one experiment):
+    a second run of the same config in a Python session, such as a notebook's, or one
+    with another number of steps or learning rate, starts without tracing or compiling
+    again. The program is called as `chunk(state, steps, schedule)`.
 
     Every device JAX sees is on one mesh axis. One seed: each batch is split along it,
     parameters and optimizer state are replicated. Several seeds (train.seeds): the
     state has a leading seeds axis, one `vmap`ped chunk trains every seed, and the seeds
     are split over the devices when their number divides evenly (else every device
     computes every seed)."""
+    return compiled_of(without_schedule(experiment))
+
+
+@functools.lru_cache(maxsize=4)
+def compiled_of(experiment: Experiment) -> Programs:
     tr = experiment.config.train
     grouped = tr.seeds > 1
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
@@ -311,7 +396,7 @@ def compiled(experiment: Experiment) -> Programs:
     if grouped:
         split = tr.seeds % jax.device_count() == 0
         state_sharding = NamedSharding(mesh, P("data")) if split else replicated
-        chunk = jax.vmap(functools.partial(train_chunk, experiment), in_axes=(0, None))
+        chunk = jax.vmap(functools.partial(train_chunk, experiment), in_axes=(0, None, None))
     else:
         state_sharding = replicated
         batches = NamedSharding(mesh, P("data"))
@@ -325,7 +410,10 @@ def compiled(experiment: Experiment) -> Programs:
         state_shapes(experiment),
     )
     parameters = sum(x.size for x in jax.tree_util.tree_leaves(shapes.params)) // tr.seeds
-    program = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    schedule = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), Schedule.of(tr)
+    )
+    program = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32), schedule).compile()
     return Programs(program, state_sharding, parameters, flops_per_step(program, tr.seeds))
 
 
@@ -340,10 +428,11 @@ class Trainer:
         self.seeds = list(range(tr.seed, tr.seed + tr.seeds))
         self.grouped = tr.seeds > 1
         programs = compiled(experiment)
-        self.chunk, self.flops = programs.chunk, programs.flops
-        self.parameters = programs.parameters
+        schedule = jax.device_put(Schedule.of(tr))
+        self.chunk = lambda state, steps: programs.chunk(state, steps, schedule)
+        self.flops, self.parameters = programs.flops, programs.parameters
         memory.check(
-            memory.program_bytes(self.chunk) + state_bytes,
+            memory.program_bytes(programs.chunk) + state_bytes,
             "a training step",
             f"train.batch_size, task.max_len or {sizes}",
         )

@@ -62,7 +62,7 @@ def run_metrics(trained):
     return jab.load(trained / "runs/tiny").metrics()
 
 
-def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_config_again_at_once(
+def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again_at_once(
     tmp_path,
 ):
     from jabcli import training
@@ -74,11 +74,15 @@ def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_config_agai
     assert run.path == tmp_path / "api" and run.metrics()[-1]["step"] == 50
     assert json.loads(cli("eval", "--run", "api", "--json", cwd=tmp_path).stdout)["step"] == 50
     # The same config again in this Python session: its programs are not compiled again,
-    # and it trains the same.
-    before = training.compiled.cache_info()
+    # and it trains the same; nor are they for more steps at another learning rate (the
+    # schedule's numbers are the program's input).
+    before = training.compiled_of.cache_info()
     again = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "again")
-    after = training.compiled.cache_info()
-    assert after.hits == before.hits + 1 and after.misses == before.misses
+    other = {**sets, "train.learning_rate": 1e-3, "train.warmup_steps": 10}
+    longer = jab.train("copy", steps=60, seed=0, overrides=other, out=tmp_path / "longer")
+    after = training.compiled_of.cache_info()
+    assert after.hits == before.hits + 2 and after.misses == before.misses
+    assert longer.metrics()[-1]["step"] == 60
     timing = ("steps_per_sec", "elapsed_s")
     assert [{k: v for k, v in m.items() if k not in timing} for m in again.metrics()] == [
         {k: v for k, v in m.items() if k not in timing} for m in run.metrics()
