@@ -183,3 +183,32 @@ def test_looped_layers_share_their_weights_and_compute_deeper():
     trainer = Trainer(experiment)
     state, metrics = trainer.chunk(trainer.state, jnp.asarray(3, jnp.int32))
     assert np.isfinite(np.asarray(metrics["loss"])).all() and int(state.step) == 3
+
+
+@pytest.mark.parametrize(
+    "steps, warmup, learning_rate",
+    [(300, 50, 0.0015), (150, 0, 0.003), (2000, 200, 5e-4), (40, 100, 1e-3), (7, 3, 0.01)],
+)
+def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
+    steps, warmup, learning_rate
+):
+    """The schedule's numbers are the training program's input, so that more steps or
+    another learning rate compile nothing; the rates it computes from them are optax's,
+    compiled with them as constants (what runs applied before), to the last bit or the
+    one before (XLA rewrites arithmetic on constants)."""
+    import dataclasses
+
+    from jabcli import training
+    from jabcli.config import TrainConfig
+
+    tr = dataclasses.replace(
+        TrainConfig(), steps=steps, warmup_steps=warmup, learning_rate=learning_rate
+    )
+    counts = jnp.arange(steps + 2, dtype=jnp.int32)
+    expected = jax.jit(jax.vmap(training.learning_rate_schedule(tr)))(counts)
+
+    def rates(schedule, counts):
+        return jax.vmap(lambda count: training.learning_rate(schedule, warmup > 0, count))(counts)
+
+    rates = jax.jit(rates)(training.Schedule.of(tr), counts)
+    np.testing.assert_allclose(rates, expected, rtol=2.5e-7, atol=0)
