@@ -117,6 +117,18 @@ def make_optimizer(tr: TrainConfig, schedule: Schedule) -> optax.GradientTransfo
     )
 
 
+def without_schedule(experiment: Experiment) -> Experiment:
+    """The experiment with its schedule's numbers (`SCHEDULE_KEYS`) at their defaults
+    (but for no warmup): what its training programs are compiled from, which take those
+    numbers as values."""
+    tr = experiment.config.train
+    defaults = {key: getattr(TrainConfig(), key) for key in SCHEDULE_KEYS}
+    if tr.warmup_steps == 0:  # a schedule without warmup is another program
+        defaults["warmup_steps"] = 0
+    config = dataclasses.replace(experiment.config, train=dataclasses.replace(tr, **defaults))
+    return dataclasses.replace(experiment, config=config)
+
+
 def step_key(rng: jax.Array, stream: int, step) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(rng, stream), step)
 
@@ -156,31 +168,20 @@ INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 @functools.cache
 def state_shapes(experiment: Experiment) -> TrainingState:
     """The shapes and dtypes of one seed's training state, traced once and then kept
-    (runtime.remembered), since every command that loads or trains a model needs them.
+    (runtime.remembered) for every schedule of the model, since every command that
+    loads or trains a model needs them.
     Nothing is computed: a model too big for memory is refused with these shapes first."""
 
     def trace() -> TrainingState:
         with shapes_only():
             return jax.eval_shape(functools.partial(init_state, experiment), jnp.uint32(0))
 
-    return runtime.remembered(experiment, "state shapes", trace)
+    return runtime.remembered(without_schedule(experiment), "state shapes", trace)
 
 
 def init(experiment: Experiment, seed: int) -> TrainingState:
     """`init_state` in one jitted call (op by op it takes seconds), as the Trainer makes it."""
     return compiled_init(experiment, 1)(jnp.asarray(seed, jnp.uint32))
-
-
-def without_schedule(experiment: Experiment) -> Experiment:
-    """The experiment with its schedule's numbers (`SCHEDULE_KEYS`) at their defaults
-    (but for no warmup): what its training programs are compiled from, which take those
-    numbers as values."""
-    tr = experiment.config.train
-    defaults = {key: getattr(TrainConfig(), key) for key in SCHEDULE_KEYS}
-    if tr.warmup_steps == 0:  # a schedule without warmup is another program
-        defaults["warmup_steps"] = 0
-    config = dataclasses.replace(experiment.config, train=dataclasses.replace(tr, **defaults))
-    return dataclasses.replace(experiment, config=config)
 
 
 def compiled_init(experiment: Experiment, seeds: int) -> Callable:
