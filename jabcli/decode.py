@@ -206,13 +206,19 @@ def rows_for(experiment, src_width: int, max_out: int, budget: int = BUDGET) -> 
 
 def plan(experiment, src: np.ndarray, max_out: int, budget: int = BUDGET, threads: int = 1):
     """The chunks `decode_rows` decodes `src` [N, S] in: (row indices, source width,
-    answer width, rows) each. All of `src` at once when it fits in `budget` x `threads`;
+    answer width, rows) each. All of `src` at once (in a power of two of rows) when it
+    fits in `budget` x `threads`;
     else shortest sources first, the inputs of one width in chunks of one size (a power
     of two; the last one padded), small enough for `budget` and for `threads` chunks at
     least when there are that many inputs."""
-    if len(src) * decode_bytes(experiment, src.shape[1], max_out) <= budget * threads:
-        # Small enough for one program: one chunk compiles once and decodes at once.
-        return [(np.arange(len(src)), src.shape[1], max_out, len(src))]
+    row_bytes = decode_bytes(experiment, src.shape[1], max_out)
+    if len(src) * row_bytes <= budget * threads:
+        # Small enough for one program: one chunk compiles once and decodes at once. Its
+        # rows are a power of two where that fits too (the extra rows are finished from
+        # the start), so that evaluations and predictions of other sizes share it.
+        size = 1 << max(0, len(src) - 1).bit_length()
+        size = size if size * row_bytes <= budget * threads else len(src)
+        return [(np.arange(len(src)), src.shape[1], max_out, size)]
     tokens = np.sum(src != PAD_ID, axis=1)
     order = np.argsort(tokens, kind="stable")
     task = experiment.task
