@@ -119,7 +119,15 @@ class TensorBoard:
 
         # A resumed run's events after its checkpoint are dropped by TensorBoard.
         purge = start_step + 1 if start_step > 0 else None
-        self.writer = SummaryWriter(logdir=str(run.path), purge_step=purge, flush_secs=30)
+        # An event file is named by the second it opens in: a resume within the same second
+        # as its run would reopen, and empty, the run's file. The step it starts from tells
+        # them apart, padded so that TensorBoard reads them in their order.
+        self.writer = SummaryWriter(
+            logdir=str(run.path),
+            purge_step=purge,
+            flush_secs=30,
+            filename_suffix=f".from-step-{start_step:09d}",
+        )
         self.path = run.path
 
     def where(self, group: Path | None) -> str:
