@@ -64,14 +64,13 @@ class Schedule(NamedTuple):
         """The numbers optax.warmup_cosine_decay_schedule computes from train's options,
         in double precision on the host, as it does; then as 32-bit values, with the
         reciprocals XLA makes of a division by a constant."""
+        f32, peak = np.float32, tr.learning_rate
         warmup = min(tr.warmup_steps, tr.steps)
         decay = max(tr.steps, tr.warmup_steps + 1) - warmup
-        end = 0.0 if tr.learning_rate == 0.0 else tr.learning_rate * 0.1 / tr.learning_rate
-        one = np.float32(1)
-        per_warmup = one / np.float32(warmup) if warmup else np.float32(np.inf)
-        f32 = np.float32
-        return cls(f32(tr.learning_rate), np.int32(warmup), per_warmup, f32(decay),
-                   one / f32(decay), f32(1 - end), f32(end))  # fmt: skip
+        end = peak * 0.1 / peak if peak else 0.0  # as optax: not always 0.1 in floats
+        per_warmup = f32(1) / f32(warmup) if warmup else f32(np.inf)
+        return cls(f32(peak), np.int32(warmup), per_warmup, f32(decay),
+                   f32(1) / f32(decay), f32(1 - end), f32(end))  # fmt: skip
 
 
 SCHEDULE_KEYS = ("steps", "learning_rate", "warmup_steps")
