@@ -293,6 +293,8 @@ def check(study: Study) -> list[Any]:
                 source=str(study.source),
             )
             check_training(experiment)
+            high = study.evaluation.lengths[1]  # measured as asked, never cut short
+            experiment.check_length(high, f"evaluate.lengths up to {high}")
         except JabError as err:
             raise JabError(f"cell {cell.name!r}: {err}") from None
         cell.config = experiment.config.to_dict()

@@ -247,6 +247,10 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(smoke, tmp
             "seeds must be a whole number from 1 to 2147483648, got 3000000000",
         ),
         (TINY_BASE + "evaluat: {}\nrows: [{name: a}]\n", "(did you mean 'evaluate'?)"),
+        (  # lengths its model cannot take: refused, not cut short
+            TINY_BASE + "evaluate: {lengths: 1-5000}\nrows: [{name: a}]\n",
+            "cell 'a': evaluate.lengths up to 5000 needs 5001 positions",
+        ),
     ],
 )
 def test_a_bad_study_file_is_one_line_naming_what_is_wrong(tmp_path, text, message):
