@@ -151,6 +151,11 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"{path} already reached step {step} of {cfg.train.steps}; "
                 "pass a larger --steps to continue"
             )
+        if steps is None and all(stopped_at_target(run, step) for run in seeds):
+            raise JabError(
+                f"{path} stopped at step {step}, where its held-out exact match reached "
+                f"its target ({cfg.train.target_seq_acc:.1%}): nothing to resume"
+            )
     check(experiment)
     with StopRequest() as stop:
         for run, saved in zip(seeds, saved_steps):
@@ -158,6 +163,14 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 with run.lock():
                     run.set_steps(cfg.train.steps)
         return _train(path, seeds, experiment, (step, states), observer, stop)
+
+
+def stopped_at_target(run: Run, step: int) -> bool:
+    """Whether the run's held-out exact match at `step` (its newest checkpoint) reached
+    its target: training stopped there, and a plain resume would only stop again."""
+    cfg, _ = run.load_config()
+    at_step = [r for r in run.read_metrics() if r["step"] == step and "eval_seq_acc" in r]
+    return bool(at_step) and at_target(at_step[-1]["eval_seq_acc"], cfg.train.target_seq_acc)
 
 
 def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:

@@ -154,11 +154,11 @@ def early_stop(trained, tmp_path_factory):
     target before that and stops there."""
     cwd = tmp_path_factory.mktemp("early")
     run = copy_of_tiny(trained, cwd, "a-long-run-folder-name-to-wrap-at-sixty")
-    return run, jab_at(60, "resume", run, "--steps", "1000", cwd=cwd)
+    return run, jab_at(60, "resume", run, "--steps", "1000", cwd=cwd), cwd
 
 
 def test_next_steps_are_whole_commands_on_lines_of_their_own(early_stop):
-    run, out = early_stop
+    run, out, _ = early_stop
     lines = [line.strip() for line in out.splitlines()]
     assert f"jab eval --run {run}" in lines
     assert f"jab show-attention --run {run}" in lines
@@ -178,6 +178,17 @@ def test_an_early_stop_says_target_reached_instead_of_an_eta(early_stop):
     bar = next(line for line in early_stop[1].splitlines() if "/1000" in line)
     stopped_at = int(re.search(r"(\d+)/1000", bar).group(1))
     assert stopped_at < 1000 and "target reached" in bar and "ETA" not in bar
+
+
+def test_resuming_a_run_that_stopped_at_its_target_trains_nothing(early_stop):
+    run, _, cwd = early_stop
+    metrics = (cwd / run / "metrics.jsonl").read_text()
+    result = jab_here("resume", run, cwd=cwd, check=False)
+    assert result.returncode == 2
+    assert "where its held-out exact match reached its target" in result.stderr
+    assert result.stderr.strip().endswith(": nothing to resume")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (cwd / run / "metrics.jsonl").read_text() == metrics  # not a step more
 
 
 @pytest.fixture(scope="module")
