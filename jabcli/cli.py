@@ -252,6 +252,8 @@ def runs_command(
 
     if root.exists() and not root.is_dir():
         raise JabError(f"{root} is a file, not a folder of runs")
+    if not root.exists() and root != Path("runs"):  # runs/ is there once a run is trained
+        raise JabError(f"{root} does not exist: no folder of runs there")
     rows = listing(root)
     if as_json:
         print(json.dumps(rows, indent=1))

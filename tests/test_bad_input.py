@@ -58,6 +58,7 @@ CASES = {
     "unknown command": (["trian"], "trian"),
     "missing run folder": (["eval", "--run", "runs/nothere"], "does not exist"),
     "a file given as the run": (["eval", "--run", "afile"], "afile is a file, not a run folder"),
+    "a mistyped folder of runs": (["runs", "rnus"], "rnus does not exist: no folder of runs"),
     "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
     "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
     "run from an incompatible version": (
