@@ -12,6 +12,7 @@ import enum
 import importlib.util
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -905,8 +906,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except ClickException as err:
         ctx = getattr(err, "ctx", None)
-        where = ctx.command_path if ctx is not None and ctx.parent is not None else "jab"
-        message = err.format_message()
+        where = ctx.command_path if ctx is not None and ctx.parent is not None else None
+        where = where or named_command(cli, args)  # an option's missing value: no ctx
+        message = plain_words(err.format_message())
         if isinstance(err, NoSuchOption) and ctx is not None:  # Click's guesses are too wild
             message = err.message + close_option(err.option_name, ctx)
         fail(f"{message} (see '{where} --help')")
@@ -921,6 +923,34 @@ def broken_pipe(console) -> None:
     """Rich exits 1 when stdout's reader goes away; jab lets main() exit 0, as other
     Unix tools do (`jab tasks | head -1` under `set -o pipefail`)."""
     raise BrokenPipeError
+
+
+def named_command(cli, args: list[str]) -> str:
+    """'jab study run' for `jab study run s.yaml --ray`: the commands that args name."""
+    path, group = ["jab"], cli
+    for arg in args:
+        sub = getattr(group, "commands", {}).get(arg)
+        if sub is None:
+            break
+        path.append(arg)
+        group = sub
+    return " ".join(path)
+
+
+# Typer checks option values with pydantic, whose words are a programmer's.
+PLAIN_WORDS = (
+    (r"Value error, ", ""),
+    (r"Input should be a valid integer.*", "expected a whole number"),
+    (r"Input should be a valid number.*", "expected a number"),
+    (r"Input should be greater than or equal to (\S+)", r"must be at least \1"),
+    (r"Input should be less than or equal to (\S+)", r"must be at most \1"),
+)
+
+
+def plain_words(message: str) -> str:
+    for pattern, words in PLAIN_WORDS:
+        message = re.sub(pattern, words, message)
+    return message
 
 
 def close_option(name: str, ctx) -> str:

@@ -59,6 +59,15 @@ CASES = {
     "missing run folder": (["eval", "--run", "runs/nothere"], "does not exist"),
     "a file given as the run": (["eval", "--run", "afile"], "afile is a file, not a run folder"),
     "a mistyped folder of runs": (["runs", "rnus"], "rnus does not exist: no folder of runs"),
+    "a word for a number": (
+        ["train", "--task", "copy", "--steps", "abc"],
+        "Invalid value for '--steps': expected a whole number",
+    ),
+    "a number too small": (["eval", "--samples", "0"], "'--samples': must be at least 1"),
+    "an option without its value": (
+        ["study", "run", "s.yaml", "--ray"],
+        "'--ray' requires an argument. (see 'jab study run --help')",
+    ),
     "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
     "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
     "run from an incompatible version": (
