@@ -135,6 +135,8 @@ def preset(name: str) -> dict[str, Any] | None:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping from a file, or a one-line error naming the file."""
+    if path.is_dir():
+        raise JabError(f"{path} is a folder, not a config file")
     if not path.is_file():
         raise JabError(f"config file {str(path)!r} does not exist")
     try:
@@ -146,6 +148,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
+        if mark and mark.line >= len(path.read_text().splitlines()):
+            where = " (at its end: something left open)"
         raise JabError(f"{path} is not valid YAML{where}") from None
     if data is None:
         return {}
@@ -174,20 +178,40 @@ def set_key(
     """Set one key; `raw` is the text typed after `=`, used as is for string keys."""
     section, _, key = dotted.partition(".")
     names = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    if dotted in SECTIONS:
+        some = ", ".join(f"{dotted}.{f.name}" for f in dataclasses.fields(SECTIONS[dotted])[:3])
+        raise JabError(
+            f"{dotted!r} in {source} is a config section: set one of its keys ({some}, ...)"
+        )
     if dotted not in names:
-        raise JabError(f"unknown config key {dotted!r} in {source}{suggest(dotted, names)}")
+        raise JabError(f"unknown config key {dotted!r} in {source}{suggest_key(dotted, names)}")
     target = getattr(config, section)
     expected = type(getattr(target, key))
     if expected is str and raw is not None:
         value = raw  # --set task.alphabet=0123 means the text 0123, not YAML's octal 83
-    value = coerce(dotted, value, expected)
+    value = coerce(dotted, value, expected, source)
     if isinstance(value, float) and not math.isfinite(value):
         typed = raw if raw is not None else value
         raise JabError(f"{dotted} must be a finite number, got {typed!r}")
     setattr(target, key, value)
 
 
-def coerce(dotted: str, value: Any, expected: type) -> Any:
+def suggest_key(dotted: str, names: set[str]) -> str:
+    """' (did you mean 'train.learning_rate'?)' for 'train.lr' (a key's initials) or a
+    close spelling."""
+    section, _, key = dotted.partition(".")
+    for name in sorted(names):
+        words = name.partition(".")[2].split("_")
+        if (
+            name.startswith(f"{section}.")
+            and len(words) > 1
+            and key == "".join(w[0] for w in words)
+        ):
+            return f" (did you mean {name!r}?)"
+    return suggest(dotted, names)
+
+
+def coerce(dotted: str, value: Any, expected: type, source: str = "--set") -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if expected is float and isinstance(value, str):
@@ -197,9 +221,10 @@ def coerce(dotted: str, value: Any, expected: type) -> Any:
             pass
     if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
         hint = " (quote it in YAML)" if expected is str else ""
+        where = "" if source == "--set" else f" in {source}"
         raise JabError(
             f"config key {dotted!r} must be {expected.__name__}, got {type(value).__name__} "
-            f"{value!r}{hint}"
+            f"{value!r}{where}{hint}"
         )
     return value
 

@@ -39,6 +39,8 @@ class DataFile:
     @classmethod
     def read(cls, path: str, tokenizer: Tokenizer) -> DataFile:
         file = Path(path)
+        if file.is_dir():
+            raise JabError(f"{path} is a folder, not a data file")
         if not file.is_file():
             raise JabError(f"data file {path!r} does not exist")
         return cls(path, tuple(read_pairs(file, tokenizer)))
@@ -222,7 +224,8 @@ def parse_line(line: str, suffix: str, where: str) -> tuple[str, str]:
     if suffix == ".tsv":
         fields = line.split("\t")
         if len(fields) != 2:
-            raise JabError(f"{where}: expected input<TAB>output, got {len(fields)} fields")
+            got = "1 field" if len(fields) == 1 else f"{len(fields)} fields"
+            raise JabError(f"{where}: expected input<TAB>output, got {got}")
         return fields[0], fields[1]
     try:
         record = json.loads(line)

@@ -113,7 +113,9 @@ class StopRequest:
 
 def start(experiment: Experiment, out: Path | None, observer: Observer | None = None) -> Outcome:
     """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/)."""
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out is not None and out.exists() and not out.is_dir():
+        raise JabError(f"{out} is a file; choose another --out (a new or empty folder)")
+    if out is not None and out.exists() and any(out.iterdir()):
         raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
     from jabcli.training import check
 

@@ -22,10 +22,29 @@ RUN = "runs/tiny"
 CASES = {
     "unknown task": (["train", "--task", "revers"], "valid tasks: copy, reverse, duplicate"),
     "missing task file": (["train", "--task", "nothere.yaml"], "does not exist"),
-    "task file that is not YAML": (["train", "--task", "broken.yaml"], "not valid YAML"),
+    "task file that is not YAML": (
+        ["train", "--task", "broken.yaml"],
+        "broken.yaml is not valid YAML (at its end: something left open)",
+    ),
+    "a folder given as the config": (
+        ["train", "--task", "copy", "--config", "others"],
+        "others is a folder, not a config file",
+    ),
+    "a section set as a key": (
+        ["train", "--task", "copy", "--set", "model=3"],
+        "'model' in --set is a config section: set one of its keys (model.d_model,",
+    ),
+    "a key by its initials": (
+        ["train", "--task", "copy", "--set", "train.lr=0.1"],
+        "(did you mean 'train.learning_rate'?)",
+    ),
+    "a file as the output folder": (
+        ["train", "--task", "copy", "--out", "afile"],
+        "afile is a file; choose another --out",
+    ),
     "config key of the wrong type": (
         ["train", "--config", "wrongtype.yaml"],
-        "'model.d_model' must be int",
+        "'model.d_model' must be int, got str 'wide' in wrongtype.yaml",
     ),
     "misspelled key": (
         ["train", "--task", "copy", "--set", "model.d_modle=64"],
