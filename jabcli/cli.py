@@ -394,7 +394,7 @@ def finish(training) -> None:
     one = shlex.quote(str(outcome.runs[0].path))  # show-attention takes one seed
     if outcome.interrupted_by is not None:
         say(f"Interrupted at step {outcome.step}; checkpoint saved in {outcome.path}")
-        commands("Resume with:", [f"jab train --resume {path}"])
+        commands("Resume with:", [f"jab resume {path}"])
         raise typer.Exit(128 + outcome.interrupted_by)
     console.print()
     console.print(summary(outcome))

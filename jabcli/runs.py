@@ -45,6 +45,7 @@ DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
 GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete group has it
+STUDY_FILE = "study.json"  # in a study folder: its cells, as last run
 
 
 def data_copy(source: str) -> str:
@@ -260,6 +261,11 @@ class Run:
                 raise JabError(
                     f"{path} holds seed folders but no {GROUP_FILE}: it was stopped while "
                     "being created; remove it and train again"
+                )
+            if (path / STUDY_FILE).is_file():
+                raise JabError(
+                    f"{path} is a study, not a run: see it with jab study show {path}, or "
+                    f"name one of its cells' folders"
                 )
             raise JabError(f"{path} is not a jab run (it has no config.yaml)")
         return cls(path)

@@ -45,9 +45,8 @@ from typing import Any
 
 from jabcli import config as configuration
 from jabcli.errors import JabError, suggest, whole
-from jabcli.runs import atomic_write
+from jabcli.runs import STUDY_FILE, atomic_write
 
-STUDY_FILE = "study.json"  # in the study folder: its cells, as last run
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
 LOGS = "logs"  # in the study folder: each cell worker's stderr
 SECTIONS = ("name", "base", "seeds", "seed", "parameters", "rows", "evaluate")

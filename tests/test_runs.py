@@ -45,7 +45,7 @@ def test_ctrl_c_then_resume_ends_bitwise_equal_to_an_uninterrupted_run(tmp_path)
     jab_here("train", *LONG, "--out", "whole", cwd=tmp_path)
     code, out, err = interrupt_after(["train", *LONG, "--out", "cut"], tmp_path, Path("cut"), 4)
     assert code == 130, err
-    assert "jab train --resume cut" in " ".join(out.split())
+    assert "jab resume cut" in " ".join(out.split())
     stopped_at = newest_step(tmp_path / "cut")
     assert 0 < stopped_at < newest_step(tmp_path / "whole")  # it really stopped part-way
 
@@ -206,7 +206,7 @@ def test_an_extended_run_that_is_interrupted_resumes_to_its_new_target(tmp_path)
     stopped_at = newest_step(tmp_path / "run")
     assert 100 < stopped_at < 1000
     hint = " ".join(out.split()).split("Resume with: ")[1].split()
-    assert hint[:3] == ["jab", "train", "--resume"]
+    assert hint[:2] == ["jab", "resume"]
     result = jab_here(*hint[1:], cwd=tmp_path)
     assert f"Resuming run from step {stopped_at}" in " ".join(result.stdout.split())
     assert newest_step(tmp_path / "run") == 1000

@@ -159,6 +159,15 @@ def test_rerunning_a_finished_study_trains_nothing(smoke):
     assert results(cwd / "runs/smoke") == before
 
 
+def test_a_study_folder_given_as_a_run_points_to_study_show(smoke):
+    cwd, _ = smoke
+    result = jab_here("eval", "--run", "runs/smoke", cwd=cwd, check=False)
+    assert result.returncode == 2
+    assert "runs/smoke is a study, not a run: see it with jab study show runs/smoke" in (
+        result.stderr
+    )
+
+
 def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     cwd, _ = smoke
 
