@@ -68,7 +68,7 @@ def paths_of(runs_given: Any, what: str) -> list[Path]:
 def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
-        return inspection.parse_lengths(value)
+        return inspection.parse_lengths(value, "lengths")
     if type(value) is int:
         return value, value
     if isinstance(value, (tuple, list)) and len(value) == 2:

@@ -675,9 +675,9 @@ def export(
 
     if not tensorboard:
         raise JabError("say what to export to: jab export RUN... --tensorboard")
+    opened = [open_runs(folder)[1] for folder in folders]  # each a run, before anything
     loggers.require("tensorboard", "--tensorboard")
-    for folder in folders:
-        _, seeds = open_runs(folder)
+    for seeds in opened:
         for run in seeds:
             for written in loggers.export_tensorboard(run):
                 say(f"Wrote {written}")

@@ -57,11 +57,11 @@ def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) ->
     return Loaded(run, experiment, params, entry["step"])
 
 
-def parse_lengths(text: str) -> tuple[int, int]:
+def parse_lengths(text: str, what: str = "--lengths") -> tuple[int, int]:
     """`--lengths 1-64` -> (1, 64); `--lengths 17` -> (17, 17)."""
     low, dash, high = text.partition("-")
     if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise JabError(f"--lengths takes a range like 1-64 (or one length like 17), got {text!r}")
+        raise JabError(f"{what} takes a range like 1-64 (or one length like 17), got {text!r}")
     return int(low), int(high if dash else low)
 
 
