@@ -775,6 +775,11 @@ class CurvesView:
             plt.yscale("log")
         if percent:
             plt.ylim(0, 100)
+        xs = [x for curve in self.curves for x in curve.steps]
+        if xs:  # steps and lengths are whole numbers: so are their ticks
+            lo, hi, n = min(xs), max(xs), max(2, min(6, width // 14))
+            ticks = sorted({round(lo + i * (hi - lo) / (n - 1)) for i in range(n)})
+            plt.xticks(ticks, [str(t) for t in ticks])
         shade = self.plot.shade
         if shade is not None:
             for x in shade:

@@ -290,6 +290,19 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
     assert "held-out exact match by step" in picture
 
 
+def test_the_terminal_plot_marks_steps_with_whole_numbers():
+    from jabcli.display import CurvesView
+    from jabcli.inspection import Curve
+    from jabcli.plots import Plot
+
+    curve = Curve("r", "eval_seq_acc", [50, 60, 70, 80, 90, 100], [0.1, 0.2, 0.4, 0.6, 0.8, 1.0])
+    drawn = re.sub(r"\x1b\[[0-9;]*m", "", CurvesView(Plot([curve])).draw(100, colours=False))
+    lines = drawn.splitlines()
+    axis = lines[next(i for i, line in enumerate(lines) if line.strip().startswith("└")) + 1]
+    assert axis.split()[0] == "50" and axis.split()[-1] == "100"
+    assert all(tick.isdigit() for tick in axis.split())  # not 62.5
+
+
 def test_a_saved_curve_marks_the_steps_measured_and_draws_nothing_between_evaluations(trained):
     from jabcli import api, plots
 
