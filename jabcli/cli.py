@@ -737,7 +737,7 @@ def study_run_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Train and measure every cell of a study file, each a run folder of the study."""
-    from jabcli import studies, study_run
+    from jabcli import plots, studies, study_run
     from jabcli.display import StudyView, commands, console, say, study_table
 
     if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
@@ -770,10 +770,11 @@ def study_run_command(
             file=sys.stderr,
         )
         raise typer.Exit(1)
+    picture = "svg" if plots.available() else "html"  # without matplotlib, the terminal's
     commands(
         "Next:",
         [
-            f"jab study show {shlex.quote(str(folder))} --save study.svg",
+            f"jab study show {shlex.quote(str(folder))} --save study.{picture}",
             f"jab runs {shlex.quote(str(folder))}",
         ],
     )
