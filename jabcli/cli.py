@@ -250,10 +250,11 @@ def runs_command(
     """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
     from jabcli.display import console, runs_table, say
     from jabcli.listing import listing
+    from jabcli.runs import RUNS_DIR
 
     if root.exists() and not root.is_dir():
         raise JabError(f"{root} is a file, not a folder of runs")
-    if not root.exists() and root != Path("runs"):  # runs/ is there once a run is trained
+    if not root.exists() and root != RUNS_DIR:  # runs/ is there once a run is trained
         raise JabError(f"{root} does not exist: no folder of runs there")
     rows = listing(root)
     if as_json:
@@ -676,6 +677,10 @@ def export(
     if not tensorboard:
         raise JabError("say what to export to: jab export RUN... --tensorboard")
     opened = [open_runs(folder)[1] for folder in folders]  # each a run, before anything
+    for run in (run for seeds in opened for run in seeds):
+        run.check_not_running()
+        if not run.read_metrics():
+            raise JabError(f"{run.path} has no metrics yet: nothing to export")
     loggers.require("tensorboard", "--tensorboard")
     for seeds in opened:
         for run in seeds:
@@ -940,7 +945,8 @@ def named_command(cli, args: list[str]) -> str:
 
 # Typer checks option values with pydantic, whose words are a programmer's.
 PLAIN_WORDS = (
-    (r"Value error, ", ""),
+    (r"^(Invalid value for [^:]+: )Value error, ", r"\1"),
+    (r"\.$", ""),  # Click's sentences end in one; the help pointer follows
     (r"Input should be a valid integer.*", "expected a whole number"),
     (r"Input should be a valid number.*", "expected a number"),
     (r"Input should be greater than or equal to (\S+)", r"must be at least \1"),

@@ -136,7 +136,7 @@ def preset(name: str) -> dict[str, Any] | None:
 def read_yaml(path: Path) -> dict[str, Any]:
     """A YAML mapping from a file, or a one-line error naming the file."""
     if path.is_dir():
-        raise JabError(f"{path} is a folder, not a config file")
+        raise JabError(f"{path} is a folder, not a YAML file")
     if not path.is_file():
         raise JabError(f"config file {str(path)!r} does not exist")
     try:
@@ -148,7 +148,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
-        if mark and mark.line >= len(path.read_text().splitlines()):
+        if mark and not path.read_text()[mark.index :].strip():  # nothing after it
             where = " (at its end: something left open)"
         raise JabError(f"{path} is not valid YAML{where}") from None
     if data is None:
@@ -197,17 +197,18 @@ def set_key(
 
 
 def suggest_key(dotted: str, names: set[str]) -> str:
-    """' (did you mean 'train.learning_rate'?)' for 'train.lr' (a key's initials) or a
-    close spelling."""
+    """' (did you mean 'train.learning_rate'?)' for 'train.lr' (a key's initials, any
+    case) or a close spelling."""
     section, _, key = dotted.partition(".")
-    for name in sorted(names):
-        words = name.partition(".")[2].split("_")
-        if (
-            name.startswith(f"{section}.")
-            and len(words) > 1
-            and key == "".join(w[0] for w in words)
-        ):
-            return f" (did you mean {name!r}?)"
+    by_initials = [
+        repr(name)
+        for name in sorted(names)
+        if name.startswith(f"{section}.")
+        and "_" in name
+        and key.lower() == "".join(w[0] for w in name.partition(".")[2].split("_"))
+    ]
+    if by_initials:
+        return f" (did you mean {' or '.join(by_initials)}?)"
     return suggest(dotted, names)
 
 

@@ -778,7 +778,7 @@ class CurvesView:
         xs = [x for curve in self.curves for x in curve.steps]
         if xs:  # steps and lengths are whole numbers: so are their ticks
             lo, hi, n = min(xs), max(xs), max(2, min(6, width // 14))
-            ticks = sorted({round(lo + i * (hi - lo) / (n - 1)) for i in range(n)})
+            ticks = sorted({int(lo + i * (hi - lo) / (n - 1) + 0.5) for i in range(n)})
             plt.xticks(ticks, [str(t) for t in ticks])
         shade = self.plot.shade
         if shade is not None:

@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,11 @@ class Run:
         if not path.is_dir():
             raise JabError(f"run folder {str(path)!r} does not exist")
         if not (path / "config.yaml").is_file():
+            if (path / STUDY_FILE).is_file():  # first: its cells may be named seed-N
+                raise JabError(
+                    f"{path} is a study, not a run: see it with jab study show "
+                    f"{shlex.quote(str(path))}, or name one of its cells' folders"
+                )
             group = seed_runs(path)
             if group is not None:
                 raise JabError(
@@ -261,11 +267,6 @@ class Run:
                 raise JabError(
                     f"{path} holds seed folders but no {GROUP_FILE}: it was stopped while "
                     "being created; remove it and train again"
-                )
-            if (path / STUDY_FILE).is_file():
-                raise JabError(
-                    f"{path} is a study, not a run: see it with jab study show {path}, or "
-                    f"name one of its cells' folders"
                 )
             raise JabError(f"{path} is not a jab run (it has no config.yaml)")
         return cls(path)

@@ -156,7 +156,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
         if steps is None and all(stopped_at_target(run, step) for run in seeds):
             raise JabError(
                 f"{path} stopped at step {step}, where its held-out exact match reached "
-                f"its target ({cfg.train.target_seq_acc:.1%}): nothing to resume"
+                f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
             )
     check(experiment)
     with StopRequest() as stop:
@@ -306,7 +306,7 @@ def _loop(
         observer.end()
     if saved_step != outcome["step"]:
         save()
-    return Outcome(
+    ended = Outcome(
         path=path,
         runs=seeds,
         step=outcome["step"],
@@ -316,3 +316,6 @@ def _loop(
         target_seq_acc=tr.target_seq_acc,
         interrupted_by=stop.signum,
     )
+    if ended.reached_target:  # a signal in the chunk that reached it: training is done
+        ended.interrupted_by = None
+    return ended

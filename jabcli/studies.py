@@ -292,8 +292,13 @@ def check(study: Study) -> list[Any]:
                 source=str(study.source),
             )
             check_training(experiment)
-            high = study.evaluation.lengths[1]  # measured as asked, never cut short
-            experiment.check_length(high, f"evaluate.lengths up to {high}")
+            high, longest = study.evaluation.lengths[1], experiment.longest_input()
+            if high > longest:  # measured as asked, never cut short
+                raise JabError(
+                    f"evaluate.lengths goes up to {high}, but its model takes inputs of at "
+                    f"most {longest} symbols (model.max_positions = "
+                    f"{experiment.config.model.max_positions}); lower the one or raise the other"
+                )
         except JabError as err:
             raise JabError(f"cell {cell.name!r}: {err}") from None
         cell.config = experiment.config.to_dict()

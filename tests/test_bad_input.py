@@ -28,7 +28,7 @@ CASES = {
     ),
     "a folder given as the config": (
         ["train", "--task", "copy", "--config", "others"],
-        "others is a folder, not a config file",
+        "others is a folder, not a YAML file",
     ),
     "a section set as a key": (
         ["train", "--task", "copy", "--set", "model=3"],
@@ -85,10 +85,14 @@ CASES = {
     "a number too small": (["eval", "--samples", "0"], "'--samples': must be at least 1"),
     "an option without its value": (
         ["study", "run", "s.yaml", "--ray"],
-        "'--ray' requires an argument. (see 'jab study run --help')",
+        "'--ray' requires an argument (see 'jab study run --help')",
     ),
     "empty run folder": (["eval", "--run", "others/empty"], "not a jab run"),
     "folder that is not a run": (["eval", "--run", "notarun"], "not a jab run"),
+    "a study given as a run": (
+        ["eval", "--run", "astudy"],
+        "astudy is a study, not a run: see it with jab study show astudy",
+    ),
     "run from an incompatible version": (
         ["eval", "--run", "others/future"],
         "incompatible version",
@@ -225,6 +229,10 @@ def workdir(trained):
         (trained / "noname.yaml").write_text("model:\n  d_model: 32\n")
         (trained / "copymod.yaml").write_text("task:\n  name: copy\n  modulus: 7\n")
         (trained / "afile").write_text("not a folder")
+        cell = trained / "astudy" / "seed-1"  # a study's cell may be named seed-1
+        if not cell.exists():
+            shutil.copytree(trained / RUN, cell)
+            (trained / "astudy" / "study.json").write_text("{}")
     return trained
 
 

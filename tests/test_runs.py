@@ -491,3 +491,23 @@ def test_resuming_a_run_being_trained_says_only_that_it_is_busy(three_checkpoint
         result.stderr.strip()
         == "jab: error: run is being written by another jab process (pid 4242)"
     )
+
+
+def test_a_ctrl_c_in_the_chunk_that_reaches_the_target_ends_the_run_at_its_target(
+    trained, tmp_path
+):
+    """The signal lands while the run reaches its target: training is done, so the run is
+    not called interrupted (whose 'Resume with' a plain resume would then refuse)."""
+    import os
+
+    from jabcli import session
+
+    class CtrlCAtTheTarget(session.Observer):
+        def evaluated(self, results):
+            if all(r["seq_acc"] >= 0.995 for r in results):
+                os.kill(os.getpid(), signal.SIGINT)
+
+    shutil.copytree(trained / "runs/tiny", tmp_path / "run")
+    outcome = session.resume(tmp_path / "run", 1000, CtrlCAtTheTarget())
+    assert outcome.reached_target and outcome.step < 1000
+    assert outcome.interrupted_by is None

@@ -258,7 +258,8 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(smoke, tmp
         (TINY_BASE + "evaluat: {}\nrows: [{name: a}]\n", "(did you mean 'evaluate'?)"),
         (  # lengths its model cannot take: refused, not cut short
             TINY_BASE + "evaluate: {lengths: 1-5000}\nrows: [{name: a}]\n",
-            "cell 'a': evaluate.lengths up to 5000 needs 5001 positions",
+            "cell 'a': evaluate.lengths goes up to 5000, but its model takes inputs of at most "
+            "1023 symbols (model.max_positions = 1024); lower the one or raise the other",
         ),
     ],
 )
