@@ -676,16 +676,12 @@ def export(
 
     if not tensorboard:
         raise JabError("say what to export to: jab export RUN... --tensorboard")
-    opened = [open_runs(folder)[1] for folder in folders]  # each a run, before anything
-    for run in (run for seeds in opened for run in seeds):
-        run.check_not_running()
-        if not run.read_metrics():
-            raise JabError(f"{run.path} has no metrics yet: nothing to export")
+    runs = [run for folder in folders for run in open_runs(folder)[1]]
+    exported = [(run, loggers.metrics_to_export(run)) for run in runs]  # all, before any
     loggers.require("tensorboard", "--tensorboard")
-    for seeds in opened:
-        for run in seeds:
-            for written in loggers.export_tensorboard(run):
-                say(f"Wrote {written}")
+    for run, records in exported:
+        for written in loggers.export_tensorboard(run, records):
+            say(f"Wrote {written}")
 
 
 study_app = typer.Typer(

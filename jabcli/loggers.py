@@ -204,17 +204,25 @@ class WandB:
 WRITERS = {"tensorboard": TensorBoard, "wandb": WandB}
 
 
-def export_tensorboard(run) -> list[Path]:
-    """Write a run's metrics.jsonl as TensorBoard event files in its folder, replacing
-    event files written before; returns the files written. Written aside and moved in,
-    so an interrupted export leaves the old files or the new ones, whole."""
+def metrics_to_export(run) -> list[dict[str, Any]]:
+    """A run's metrics.jsonl records, checked to be there and the run not training: what
+    `export_tensorboard` writes, asked of every run before any is written."""
+    run.check_not_running()
+    records = run.read_metrics()
+    if not records:
+        raise JabError(f"{run.path} has no metrics yet: nothing to export")
+    return records
+
+
+def export_tensorboard(run, records: list[dict[str, Any]]) -> list[Path]:
+    """Write a run's metrics.jsonl `records` (`metrics_to_export`) as TensorBoard event
+    files in its folder, replacing event files written before; returns the files
+    written. Written aside and moved in, so an interrupted export leaves the old files or
+    the new ones, whole."""
     from tensorboardX import SummaryWriter
 
     from jabcli.runs import describe
 
-    records = run.read_metrics()
-    if not records:
-        raise JabError(f"{run.path} has no metrics yet: nothing to export")
     try:
         with run.lock(), tempfile.TemporaryDirectory(dir=run.path, prefix=".export-") as aside:
             writer = SummaryWriter(logdir=aside)
