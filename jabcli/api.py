@@ -20,6 +20,8 @@ message the command line prints.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,31 @@ def paths_of(runs_given: Any, what: str) -> list[Path]:
     return found
 
 
+def path_of(value: Any, what: str) -> Path | None:
+    """A path given as a string or a Path (None: the default), else the error naming `what`."""
+    if value is None or isinstance(value, Path):
+        return value
+    if isinstance(value, str):
+        return Path(value)
+    raise JabError(f"{what} takes a path (a string or a Path), got {value!r}")
+
+
+def input_texts(value: Any) -> list[str]:
+    """`run.predict`'s inputs: one string (one input, not characters) or strings."""
+    example = "like run.predict('12345') or run.predict(['12', '345'])"
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, bytearray)):
+        raise JabError(f"inputs are strings of the task's symbols, {example}; got {value!r}")
+    texts = list(value)
+    for text in texts:
+        if not isinstance(text, str):
+            raise JabError(f"inputs are strings of the task's symbols, {example}; got {text!r}")
+    if not texts:
+        raise JabError(f"give at least one input, {example}")
+    return texts
+
+
 def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
@@ -99,16 +126,29 @@ def train(
     from jabcli import notebook, runtime, session
     from jabcli.experiment import resolve
 
+    if not isinstance(task, (str, Path)):
+        raise JabError(f"task takes a task name, a task YAML file or file:PATH, got {task!r}")
+    if overrides is not None and not (
+        isinstance(overrides, dict) and all(isinstance(key, str) for key in overrides)
+    ):
+        raise JabError(
+            f"overrides takes a dict of config keys and values, like {{'model.d_model': 64}}, "
+            f"got {overrides!r}"
+        )
+    for value, name, least in ((steps, "steps", 1), (seed, "seed", 0), (seeds, "seeds", 1)):
+        if value is not None:  # named as here, not as the command line's --steps
+            whole(value, name, least)
+    out = path_of(out, "out")
     runtime.configure()
     sets = [f"{key}={value}" for key, value in (overrides or {}).items()]
-    experiment = resolve(task, None, sets, steps, seed, seeds)
+    experiment = resolve(str(task), None, sets, steps, seed, seeds)
     if notebook.in_notebook():
         view = notebook.NotebookView()
     else:
         from jabcli.display import TrainView
 
         view = TrainView()
-    outcome = session.start(experiment, Path(out) if out is not None else None, view)
+    outcome = session.start(experiment, out, view)
     if outcome.interrupted_by is not None:  # a script must not carry on as if trained
         raise KeyboardInterrupt(
             f"training interrupted at step {outcome.step}; checkpoint saved in "
@@ -119,7 +159,7 @@ def train(
 
 def load(path: str | Path | None = None) -> Run:
     """A saved run or group of seeds (default: the newest under runs/)."""
-    return Run(runs.open_runs(Path(path) if path is not None else None)[0])
+    return Run(runs.open_runs(path_of(path, "load"))[0])
 
 
 @dataclass
@@ -129,6 +169,8 @@ class Run:
     path: Path
 
     def __post_init__(self) -> None:
+        if not isinstance(self.path, (str, Path)):
+            raise JabError(f"Run takes a run folder (a string or a Path), got {self.path!r}")
         self.path = Path(self.path)
         runs.open_runs(self.path)  # a clear error now if it is not a run
 
@@ -162,14 +204,21 @@ class Run:
             )
         )
 
-    def predict(self, texts: list[str], checkpoint: str = "latest") -> Predictions:
-        """Answers to `texts`, each marked against the task's reference, as `jab predict`."""
+    def predict(
+        self, texts: str | list[str], checkpoint: str = "latest", skip_bad: bool = False
+    ) -> Predictions:
+        """Answers to `texts` (one input, or a list), each marked against the task's
+        reference, as `jab predict`. An input the run cannot take raises `JabError`; with
+        `skip_bad`, it is left out of the rows and named in `skipped` ({its index in
+        `texts`: why})."""
         from jabcli import runtime
 
+        texts = input_texts(texts)
         runtime.configure()
-        texts = [texts] if isinstance(texts, str) else list(texts)  # one input, not characters
         loaded = inspection.load(self.path, checkpoint_name(checkpoint))
-        return Predictions(inspection.predict(loaded, texts))
+        skipped = inspection.input_errors(loaded, texts) if skip_bad else {}
+        good = [text for i, text in enumerate(texts) if i not in skipped]
+        return Predictions(inspection.predict(loaded, good) if good else [], skipped)
 
     def attention(
         self, text: str | None = None, kind: str = "cross", layer: int = -1, checkpoint="latest"
@@ -178,6 +227,10 @@ class Run:
         input), as `jab show-attention`; `layer` -1 is the last."""
         from jabcli import runtime
 
+        if text is not None and not isinstance(text, str):
+            raise JabError(f"attention takes one input string, like '12345', got {text!r}")
+        if type(layer) is not int:
+            raise JabError(f"layer must be a whole number (-1 for the last), got {layer!r}")
         runtime.configure()
         loaded = inspection.load(self.path, checkpoint_name(checkpoint))
         model = loaded.experiment.config.model
@@ -245,32 +298,63 @@ def compare(
 
 
 def study(
-    file: str | Path, out: str | Path | None = None, workers: int | None = None
+    file: str | Path,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    cpus_per_cell: float = 1.0,
+    gpus_per_cell: float = 0.0,
 ) -> StudyResults:
-    """`jab study run FILE [--out DIR] [--workers N]`: train and measure every cell not
-    measured yet, showing progress; returns the results. A cell that fails raises
-    `JabError`, an interrupted study `KeyboardInterrupt` (run it again to resume)."""
+    """`jab study run FILE [--out DIR] [--workers N] [--ray ADDRESS --cpus-per-cell C
+    --gpus-per-cell G]`: train and measure every cell not measured yet, showing progress;
+    returns the results. A cell that fails raises `JabError`, an interrupted study
+    `KeyboardInterrupt` (run it again to resume)."""
     from jabcli import runtime, study_run
     from jabcli.display import StudyView
     from jabcli.studies import read, slug
 
+    file, out = path_of(file, "study"), path_of(out, "out")
+    if file is None:
+        raise JabError("study takes a study file, like 'studies/smoke.yaml'")
+    if workers is not None:
+        whole(workers, "workers", 1)
+    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
+        raise JabError("cpus_per_cell and gpus_per_cell go with ray")
+    if ray is not None:
+        if not isinstance(ray, str):
+            raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
+        if workers is not None:
+            raise JabError("workers is for this machine; with ray the cluster decides")
+        if not (amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)):
+            raise JabError(
+                "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
+                f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
+            )
     runtime.configure()
-    found = read(Path(file))
-    folder = Path(out) if out is not None else Path("runs") / slug(found.name)
-    summary = study_run.run(found, folder, workers, StudyView())
+    found = read(file)
+    out = out if out is not None else Path("runs") / slug(found.name)
+    summary = study_run.run(found, out, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell)
     if summary.interrupted_by is not None:
-        raise KeyboardInterrupt(f"study {folder} interrupted; run it again to resume")
+        raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
     if summary.failed:
         names = ", ".join(repr(name) for name in summary.failed)
-        raise JabError(f"cells {names} of {folder} failed (logs in {folder}/logs)")
-    return load_study(folder)
+        raise JabError(f"cells {names} of {out} failed (logs in {out}/logs)")
+    return load_study(out)
+
+
+def amount(value: Any) -> bool:
+    """Whether `value` is a finite number of zero or more (of CPUs, of GPUs)."""
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
 def load_study(path: str | Path) -> StudyResults:
     """A study folder's results: what `jab study show --json` prints."""
     from jabcli.studies import table
 
-    return StudyResults(table(Path(path)))
+    found = path_of(path, "load_study")
+    if found is None:
+        raise JabError("load_study takes a study folder, like 'runs/smoke'")
+    return StudyResults(table(found))
 
 
 class StudyResults(dict):
@@ -309,7 +393,12 @@ class Comparison(list):
 
 
 class Predictions(list):
-    """`jab predict`'s rows (input, output, expected, correct), as an HTML table."""
+    """`jab predict`'s rows (input, output, expected, correct), as an HTML table;
+    `skipped`: the inputs `skip_bad` left out, {index: why}."""
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), skipped: dict[int, str] | None = None):
+        super().__init__(rows)
+        self.skipped = skipped or {}
 
     def _repr_html_(self) -> str:
         from jabcli.notebook import predictions_html

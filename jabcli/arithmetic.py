@@ -470,23 +470,28 @@ FIXED_PUSHES = [[0] * 4, [0] * 4, [DIGIT, 0, 0, 0], [CLOSE, DIGIT, 0, 0], [CLOSE
 
 
 def bracket_expressions(
-    key: jax.Array, lengths: jax.Array, width: int, modulus: int
+    key: jax.Array, lengths: jax.Array, width: int, modulus: int, mult: bool = False
 ) -> tuple[jax.Array, jax.Array]:
     """Expressions with brackets of `lengths` symbols as the paper draws them, and their
     values: symbol codes [batch, width] (digits 0 .. m - 1, then m +, m + 1 -, m + 2 (,
-    m + 3 ), -1 past the end) and values [batch].
+    m + 3 ), m + 4 *, -1 past the end) and values [batch].
 
     The paper writes an expression of length n as d, -d, (d), (-d) for n = 1-4, and as
-    (left+right) or (left-right) with a random split of the rest for n >= 5. One
-    symbol per step, a stack holds what is still to write (lengths, and literals);
-    a second stack of frames evaluates the symbols as they come out."""
+    (left+right) or (left-right) with a random split of the rest for n >= 5; with `mult`,
+    also (left*right), the three operators drawn alike. One symbol per step, a stack
+    holds what is still to write (lengths, and literals); a second stack of frames
+    evaluates the symbols as they come out."""
     batch = lengths.shape[0]
     rows = jnp.arange(batch)
     m = modulus
     depth = width // 2 + 2
     split_key, operator_key, digit_key = jax.random.split(key, 3)
     splits = jax.random.uniform(split_key, (width, batch))
-    operators = jax.random.randint(operator_key, (width, batch), m, m + 2)
+    if mult:
+        choice = jax.random.randint(operator_key, (width, batch), 0, 3)
+        operators = jnp.asarray([m, m + 1, m + 4])[choice]
+    else:
+        operators = jax.random.randint(operator_key, (width, batch), m, m + 2)
     digits = jax.random.randint(digit_key, (width, batch), 0, m)
 
     def put(array, at, value, where):
@@ -524,7 +529,8 @@ def bracket_expressions(
         # Evaluate it: frames hold a left operand, whether it is there, and an operator.
         here = pending[rows, level]
         opens, closes = live & (code == m + 2), live & (code == m + 3)
-        binary = live & ((code == m) | ((code == m + 1) & has[rows, level] & (here < 0)))
+        subtracts = (code == m + 1) & has[rows, level] & (here < 0)  # else a sign
+        binary = live & ((code == m) | subtracts | (code == m + 4))
         negate = negate | (live & (code == m + 1) & ~binary)
         has = put(has, level + 1, False, opens)
         pending = put(pending, level + 1, -1, opens)
@@ -534,7 +540,8 @@ def bracket_expressions(
         value = jnp.where(closes, left[rows, level], operand)
         into = jnp.where(closes, level - 1, level)
         before, held, how = left[rows, into], has[rows, into], pending[rows, into]
-        combined = jnp.where(how == m, before + value, before - value) % m
+        results = [before + value, before - value, before * value]
+        combined = jnp.select([how == m, how == m + 1, how == m + 4], results) % m
         left = put(left, into, jnp.where(held, combined, value), gives)
         has = put(has, into, True, gives)
         pending = put(pending, into, -1, gives)
@@ -554,14 +561,28 @@ def bracket_expressions(
 
 @dataclass(frozen=True)
 class ModularArithmeticBrackets(Modular):
+    """With `task.mult`, * joins + and - (the operator of each bracket drawn among the
+    three alike), as the paper's experiments ran the task; its code's default, and jab's,
+    leaves * out."""
+
+    mult: bool = False
     name = "modular_arithmetic_brackets"
     level = "DCF"
     description = "Evaluate modulo 5 (task.modulus), with brackets: (1-(-2)) -> 3"
     operators = "+-()"
-    form = "an expression of digits, + - and brackets, like (1-(-2))"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mult:  # last, so that the generator's codes m + 4 are *
+            object.__setattr__(self, "alphabet", self.alphabet + "*")
+
+    @property
+    def form(self) -> str:
+        operators = "+ - *" if self.mult else "+ -"
+        return f"an expression of digits, {operators} and brackets, like (1-(-2))"
 
     def sample_symbols(self, key, lengths, max_len):
-        codes, values = bracket_expressions(key, lengths, max_len, self.modulus)
+        codes, values = bracket_expressions(key, lengths, max_len, self.modulus, self.mult)
         tokens = jnp.where(codes >= 0, self.symbol_ids[jnp.maximum(codes, 0)], PAD_ID)
         return tokens, self.class_ids[values][:, None], jnp.ones_like(lengths)
 

@@ -16,14 +16,19 @@ a checkpoint that does not fit its config.
 A checkpoint is listed in the manifest only once its file is complete, so a kill at any
 moment leaves the previous one valid. One is loaded only if its checksum, its step and the
 fingerprint of its run's config (`runs.fingerprint`) agree: an edited config is refused,
-a damaged file is a reason to fall back to an earlier checkpoint (`newest_common`).
+a damaged file is a reason to fall back to an earlier checkpoint (`newest_common` for a
+resume, `chosen` for the commands that look at a run). A manifest that is lost or damaged
+is rebuilt from the checkpoint files themselves (`rebuild`): an .npz is a zip archive
+holding a CRC-32 of each array, so each file can be checked without it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
+import re
 import zipfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -34,11 +39,14 @@ from jabcli.runs import FORMAT, Mismatch, Run, atomic_write, describe, sha256
 from jabcli.runtime import Lazy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jabcli.experiment import Experiment
     from jabcli.training import TrainingState
 
 np = Lazy("numpy")  # `jab runs` reads manifests without importing numpy
 MANIFEST = "manifest.json"
+FILE_NAME = re.compile(r"step-(\d+)\.npz")
 TREES = ("params", "opt_state")  # the state's trees of arrays, in the order saved
 
 
@@ -49,29 +57,118 @@ def file_name(step: int) -> str:
 # the manifest
 
 
+class ManifestDamaged(JabError):
+    """A manifest that is missing beside checkpoint files, or cannot be read: `repaired`
+    rebuilds it from those files."""
+
+
 def manifest(run: Run) -> dict[str, Any]:
     """The run's manifest; an empty one for a run with no checkpoint yet."""
     path = run.checkpoints / MANIFEST
     if not path.exists():
-        saved = sorted(p.name for p in run.checkpoints.glob("step-*.npz"))
-        if saved:  # lost, not new: never train over (and overwrite) these
-            raise JabError(
-                f"{path} is missing, but {run.checkpoints} holds {', '.join(saved)}; "
-                "restore the manifest, or move the checkpoints away to train anew"
-            )
+        if any(run.checkpoints.glob("step-*.npz")):  # lost, not new: never train over these
+            raise ManifestDamaged(f"{path} is missing, though {run.checkpoints} holds checkpoints")
         return {"format": FORMAT, "checkpoints": []}
     try:
         found = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise JabError(f"{path} is corrupted (not valid JSON)") from None
+        raise ManifestDamaged(f"{path} is corrupted (not valid JSON)") from None
     except OSError as err:
         raise JabError(f"could not read {path}: {describe(err)}") from None
     entries = found.get("checkpoints") if isinstance(found, dict) else None
     if not isinstance(entries, list) or not all(
         isinstance(e, dict) and {"file", "step", "sha256"} <= e.keys() for e in entries
     ):
-        raise JabError(f"{path} is corrupted (unexpected contents)")
+        raise ManifestDamaged(f"{path} is corrupted (unexpected contents)")
     return found
+
+
+def repaired(run: Run, note: Callable[[str], None]) -> dict[str, Any]:
+    """The run's manifest; one that is missing or damaged is rebuilt first (`rebuild`),
+    and `note` told what was done."""
+    try:
+        return manifest(run)
+    except ManifestDamaged as err:
+        note(rebuild(run, str(err)))
+    return manifest(run)
+
+
+def rebuild(run: Run, damage: str) -> str:
+    """Write a manifest listing every checkpoint file of `run` that passes its own checks
+    (`verified`), for one that is missing or damaged (`damage` says how); returns what
+    was done, in a line. A file's held-out score comes from metrics.jsonl, its config is
+    the run's as it is now (loading still checks the arrays' shapes against it). Nothing
+    is deleted: the damaged manifest is kept beside the new one, and a file that fails
+    its checks stays where it is, unlisted."""
+    run.check_not_running()  # its trainer writes the manifest: not two writers
+    if run.fingerprint is None:
+        run.load_config()
+    scores = {r["step"]: r.get("eval_seq_acc") for r in run.read_metrics()}
+    listed, failed = [], []
+    for path in sorted(run.checkpoints.glob("step-*.npz")):
+        data = verified(path)
+        if data is None:
+            failed.append(path.name)
+            continue
+        step = int(FILE_NAME.fullmatch(path.name)[1])
+        listed.append(
+            {
+                "file": path.name,
+                "step": step,
+                "sha256": sha256(data),
+                "eval_seq_acc": scores.get(step),
+                "config": run.fingerprint,
+                "flops_per_step": None,
+            }
+        )
+    if failed and not listed:  # an empty manifest would let a resume train over them
+        raise JabError(
+            f"{damage}, and no checkpoint file beside it passes its checks "
+            f"({', '.join(failed)}); move {run.checkpoints} away to train anew"
+        )
+    aside = _keep(run.checkpoints / MANIFEST)
+    listed.sort(key=lambda e: e["step"])
+    _write_manifest(run, {"format": FORMAT}, listed)
+    steps = ", ".join(str(e["step"]) for e in listed)
+    done = f"{damage}; rebuilt it from the checkpoint files that pass their checks (steps {steps})"
+    if not listed:
+        done = f"{damage}; rebuilt it empty, as there is no checkpoint file beside it"
+    if failed:
+        verb = "fails them and is" if len(failed) == 1 else "fail them and are"
+        done += f"; {', '.join(failed)} {verb} left unlisted, not deleted"
+    return done + (f"; the damaged manifest is kept as {aside.name}" if aside else "")
+
+
+def verified(path: Path) -> bytes | None:
+    """The bytes of the checkpoint file `path` if it passes the checks it carries itself:
+    every array's CRC-32 (an .npz is a zip archive), and a `step` array holding the step
+    in its name; else None."""
+    name = FILE_NAME.fullmatch(path.name)
+    if name is None:
+        return None
+    try:
+        data = path.read_bytes()
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            if archive.testzip() is not None:
+                return None
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            fits = "rng" in npz.files and int(npz["step"]) == int(name[1])
+    except Exception:  # damaged bytes fail in too many ways to list: each fails the check
+        return None
+    return data if fits else None
+
+
+def _keep(path: Path) -> Path | None:
+    """A copy of the damaged file `path` under a name of its own (None: no file)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    for n in itertools.count(1):
+        aside = path.with_name(f"{path.name}.damaged" + (f"-{n}" if n > 1 else ""))
+        if not aside.exists():
+            atomic_write(aside, data)
+            return aside
 
 
 def entries(run: Run) -> list[dict[str, Any]]:
@@ -79,9 +176,10 @@ def entries(run: Run) -> list[dict[str, Any]]:
     return manifest(run)["checkpoints"]
 
 
-def entry(run: Run, which: str = "latest") -> dict[str, Any]:
-    """The checkpoint `which` (latest, best or a step number) of `run`."""
-    found = manifest(run)
+def entry(run: Run, which: str = "latest", found: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The checkpoint `which` (latest, best or a step number) of `run`, as its manifest
+    (`found`, or read now) lists it."""
+    found = manifest(run) if found is None else found
     listed = found["checkpoints"]
     if not listed:
         raise JabError(f"{run.path} has no checkpoint yet")
@@ -199,13 +297,56 @@ def load(run: Run, listed: dict[str, Any]) -> dict[str, np.ndarray]:
     return arrays
 
 
+def chosen(
+    run: Run, found: dict[str, Any], which: str, note: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The checkpoint `which` (latest, best or a step number) of `run`, as its manifest
+    `found` lists it, and its arrays. A latest or best one whose file is damaged gives
+    way to the newest (or best) valid one, and `note` says so; a step asked for by number
+    must be valid itself, or the error names the steps that are. An edited config is
+    refused, as everywhere (`check_config`)."""
+    wanted = entry(run, which, found)
+    try:
+        return wanted, load(run, wanted)
+    except Mismatch:
+        raise
+    except JabError as err:
+        damage = str(err)
+    others = [e for e in found["checkpoints"] if e is not wanted]  # oldest first
+    if which == "best":
+        others.sort(key=lambda e: (e.get("eval_seq_acc") is not None, e.get("eval_seq_acc") or 0))
+    if not which.isdigit():  # the one to fall back to first
+        others.reverse()
+    valid = []
+    for other in others:
+        try:
+            arrays = load(run, other)
+        except Mismatch:
+            raise
+        except JabError:
+            continue
+        valid.append(other["step"])
+        if not which.isdigit():
+            kind = "best" if which == "best" else "newest"
+            note(f"{damage}; using step {other['step']}, the {kind} valid checkpoint")
+            return other, arrays
+    if not valid:
+        raise JabError(f"{damage}, and {run.path} has no other valid checkpoint")
+    steps = ", ".join(map(str, valid))
+    raise JabError(
+        f"{damage}; valid checkpoints of {run.path}: step(s) {steps} "
+        f"(--checkpoint {valid[-1]} for the newest)"
+    )
+
+
 def newest_common(
     runs: list[Run], warn: Callable[[str], None]
 ) -> tuple[int, list[dict[str, np.ndarray]] | None]:
     """The newest step at which every run (every seed of a group) has a checkpoint that
-    passes its checksum, and their arrays; warns about each step skipped. (0, None) when
-    no run has a checkpoint yet: a kill came before the first one."""
-    listed = [entries(run) for run in runs]
+    passes its checksum, and their arrays; warns about each step skipped, and about a
+    manifest rebuilt (`repaired`). (0, None) when no run has a checkpoint yet: a kill
+    came before the first one."""
+    listed = [repaired(run, warn)["checkpoints"] for run in runs]
     for run, mine in zip(runs, listed):
         for one in mine:
             check_config(run, one)  # an edited config is no reason to fall back

@@ -7,6 +7,7 @@ JAX is imported inside the commands that need it, so `jab --help` starts instant
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import enum
 import importlib.util
@@ -15,6 +16,7 @@ import os
 import re
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +24,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from jabcli import __version__
-from jabcli.errors import JabError, suggest
+from jabcli.errors import JabError, Note, suggest
 from jabcli.interrupt import interrupted
 from jabcli.pipes import QuietStdout, reader_gone
 
@@ -200,6 +202,19 @@ def configure_jax(no_cache: bool) -> None:
     from jabcli import runtime
 
     runtime.configure(no_cache)
+
+
+def chosen_run(run: Path | None):
+    """The run --run names; without it, the newest, and a line on stderr saying which
+    (the newest may not be the run the user has in mind)."""
+    from jabcli import api
+    from jabcli.runs import open_runs
+
+    one = api.load(run)
+    if run is None:
+        task = open_runs(one.path)[1][0].load_config()[0].task.name
+        print(f"Using {one.path} ({task}), the newest run; choose one with --run", file=sys.stderr)
+    return one
 
 
 @command("tasks")
@@ -449,7 +464,7 @@ def eval_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
-    from jabcli import api, inspection
+    from jabcli import inspection
     from jabcli.display import console, decoding, eval_report
     from jabcli.runs import open_runs
 
@@ -459,9 +474,10 @@ def eval_command(
     if each_length:
         min_len, max_len = inspection.parse_lengths(lengths)
     configure_jax(no_cache)
-    passes = len(open_runs(run)[1]) * (2 if force_length else 1)
+    one = chosen_run(run)
+    passes = len(open_runs(one.path)[1]) * (2 if force_length else 1)
     with decoding(passes):
-        result = api.load(run).evaluate(
+        result = one.evaluate(
             (min_len, max_len), samples, each_length, checkpoint, seed, force_length
         )
     if as_json:
@@ -549,16 +565,20 @@ def predict(
 
     jab predict - < inputs.txt answers every line of a file.
     """
-    from jabcli import api
     from jabcli.display import console, predictions
 
-    if "-" in texts:
-        lines = stdin_lines()
-        texts = [each for text in texts for each in (lines if text == "-" else [text])]
-        if not texts:
-            raise JabError("- reads inputs from stdin, one per line, but there were none")
+    lines = [(f"line {n}: ", line) for n, line in stdin_lines()] if "-" in texts else []
+    given = [each for text in texts for each in (lines if text == "-" else [("", text)])]
+    if not given:  # (where an input came from, for its error; the input)
+        raise JabError("- reads inputs from stdin, one per line, but there were none")
     configure_jax(no_cache)
-    console.print(predictions(api.load(run).predict(texts, checkpoint)))
+    answered = chosen_run(run).predict([text for _, text in given], checkpoint, skip_bad=True)
+    if answered:
+        console.print(predictions(answered))
+    for i, error in answered.skipped.items():  # after the table, where a reader sees them
+        print(f"jab: error: {given[i][0]}{error}", file=sys.stderr)
+    if answered.skipped:
+        raise typer.Exit(2)
 
 
 @command("show-attention")
@@ -599,12 +619,11 @@ def show_attention(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Draw what the model attends to while answering one input."""
-    from jabcli import api
     from jabcli.display import attention_view, save_picture, say, show_picture
 
     check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
-    one = api.load(run)
+    one = chosen_run(run)
     attention = one.attention(input_text, kind.value, layer, checkpoint)
     heads = len(attention.weights)
     if head not in (None, "mean") and not (
@@ -808,6 +827,15 @@ def study_show_command(
             "'jab\\[plots]'), .html as the terminal draws it.",
         ),
     ] = None,
+    bins: Annotated[
+        str | None,
+        typer.Option(
+            "--bins",
+            metavar="A-B,C-D",
+            help="Group the lengths measured into these bins instead of the study file's "
+            "(e.g. 1-40,41-500); nothing is measured again.",
+        ),
+    ] = None,
 ) -> None:
     """Show a study's table (cells x lengths) and its plot of exact match by length."""
     from jabcli import studies
@@ -822,7 +850,7 @@ def study_show_command(
             f"{suggest(metric, STUDY_METRICS)}"
         )
     check_save(save, PLOT_FILES)
-    results = {**studies.table(folder), "metric": metric}
+    results = {**studies.table(folder, bins), "metric": metric}
     if as_json:
         print(json.dumps(results))
     elif markdown:
@@ -837,9 +865,9 @@ def study_show_command(
             say(f"Saved {save}")
 
 
-def stdin_lines() -> list[str]:
-    """The non-blank lines of stdin, read as UTF-8 (a byte-order mark, as some editors
-    write, is dropped, as file tasks drop it)."""
+def stdin_lines() -> list[tuple[int, str]]:
+    """The non-blank lines of stdin with their line numbers, read as UTF-8 (a byte-order
+    mark, as some editors write, is dropped, as file tasks drop it)."""
     data = sys.stdin.buffer.read()
     try:
         text = data.decode("utf-8-sig")
@@ -848,7 +876,7 @@ def stdin_lines() -> list[str]:
         raise JabError(
             f"stdin is not UTF-8 text (line {line} has the byte {data[err.start]:#04x})"
         ) from None
-    return [line for line in text.splitlines() if line.strip()]
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
 PLOT_FILES = (".svg", ".png", ".html")
@@ -891,7 +919,8 @@ def main(argv: list[str] | None = None) -> None:
 
     Console.on_broken_pipe = broken_pipe  # Typer's help console too
     try:
-        code = cli.main(args, prog_name="jab", standalone_mode=False)
+        with notes_on_stderr():
+            code = cli.main(args, prog_name="jab", standalone_mode=False)
     except JabError as err:
         if os.environ.get("JAB_DEBUG"):
             raise
@@ -967,6 +996,24 @@ def close_option(name: str, ctx) -> str:
     }
     close = difflib.get_close_matches(name.lstrip("-"), list(options), n=1)
     return f" (did you mean {options[close[0]]!r}?)" if close else ""
+
+
+@contextlib.contextmanager
+def notes_on_stderr():
+    """Each `Note` the library warns of (a damaged checkpoint passed over, a manifest
+    rebuilt) as one line on stderr, as it comes; other warnings as Python shows them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", Note)  # the same note about two runs: both said
+        shown = warnings.showwarning
+
+        def show(message, category, *where, **more) -> None:
+            if issubclass(category, Note):
+                print(f"jab: note: {' '.join(str(message).split())}", file=sys.stderr)
+            else:
+                shown(message, category, *where, **more)
+
+        warnings.showwarning = show
+        yield
 
 
 def fail(message: str, code: int = 2) -> None:

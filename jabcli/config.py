@@ -40,6 +40,8 @@ class TaskConfig:
     reverse_answer: bool = False  # addition: write the sum least significant digit first
     index_hints: bool = False  # tasks that move symbols: an index before every symbol
     modulus: int = 5  # modular_arithmetic(_brackets), solve_equation: residues 0 .. modulus - 1
+    mult: bool = False  # modular_arithmetic_brackets: * among the operators, as the paper ran it
+    count_from: int = 1  # odds_first: 1 counts positions as the paper's docstring, 0 as its code
     held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
 
 

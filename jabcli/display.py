@@ -213,7 +213,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
     blocks = []
     for r in rows:
         created = (r["created"] or "-").replace("T", " ")
-        if r["state"].startswith("damaged"):  # nothing else of it could be read
+        if r["task"] is None:  # damaged: nothing else of it could be read
             table.add_row(Text(f"{r['run']}\n{created}"), "-", "-", "-", Text(r["state"]))
             table.add_section()
             blocks.append([r["run"], created, r["state"]])
@@ -933,6 +933,9 @@ class StudyView:
 
     def count(self) -> str:
         return f"{self.done}/{self.total} cells"
+
+    def note(self, message: str) -> None:
+        console.print(message, markup=False, highlight=False)
 
     def render(self) -> Group:
         table = Table(box=box.SIMPLE_HEAD, header_style="bold")

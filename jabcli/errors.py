@@ -1,4 +1,5 @@
-"""The one exception type for mistakes a user can make and fix, and how to word them."""
+"""The one exception type for mistakes a user can make and fix, and how to word them;
+the one warning for what jab did in the user's stead (`Note`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ from collections.abc import Iterable
 
 class JabError(Exception):
     """A user-facing error: the CLI prints its message as one line and exits with 2."""
+
+
+class Note(UserWarning):
+    """Something jab did that the user should know of (a damaged checkpoint passed over,
+    a manifest rebuilt): a warning from Python, one line on stderr from the CLI."""
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:

@@ -4,6 +4,7 @@ compute. Every function returns values; the CLI decides how to show them."""
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from jabcli import checkpoints, runs
-from jabcli.errors import JabError, suggest
+from jabcli.errors import JabError, Note, suggest
 from jabcli.experiment import Experiment
 from jabcli.runs import Run
 from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
@@ -49,12 +50,23 @@ def load_runs(path: Path | None, checkpoint: str = "latest") -> tuple[Path, list
 
 
 def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) -> Loaded:
-    """The checkpoint `checkpoint` of `run`, with its own experiment or the given one."""
-    experiment = experiment or Experiment.create(*run.load_config())
-    entry = checkpoints.entry(run, checkpoint)
-    arrays = checkpoints.load(run, entry)
+    """The checkpoint `checkpoint` of `run`, with its own experiment or the given one. A
+    damaged manifest is rebuilt and a damaged latest or best checkpoint passed over for
+    the newest (or best) valid one, each told as a `Note` (`checkpoints.chosen`); the
+    checkpoint is checked against the config before the config is built, so an edited
+    config is named as such."""
+    saved = run.load_config()  # a config that does not read is no damaged checkpoint
+    found = checkpoints.repaired(run, note)
+    entry, arrays = checkpoints.chosen(run, found, checkpoint, note)
+    experiment = experiment or Experiment.create(*saved)
     params = checkpoints.params_of(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
     return Loaded(run, experiment, params, entry["step"])
+
+
+def note(message: str) -> None:
+    """Tell the user what loading a run did in their stead: a `Note` warning, which the
+    command line prints as one line on stderr."""
+    warnings.warn(message, Note, stacklevel=2)
 
 
 def parse_lengths(text: str, what: str = "--lengths") -> tuple[int, int]:
@@ -191,19 +203,33 @@ def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def encode_input(experiment: Experiment, text: str) -> list[int]:
+    """One user input as token ids, or the one-line error saying why the run cannot take it."""
+    if not clean(text):
+        raise JabError("an input is empty; give at least one symbol")
+    row = experiment.tokenizer.encode(text, experiment.config.task.alphabet)
+    experiment.task.check_input(clean(text))
+    experiment.check_length(len(row), f"an input of length {len(row)}")
+    return row
+
+
+def input_errors(loaded: Loaded, texts: list[str]) -> dict[int, str]:
+    """The inputs the run cannot take, by their index in `texts`, each with why."""
+    errors = {}
+    for i, text in enumerate(texts):
+        try:
+            encode_input(loaded.experiment, text)
+        except JabError as err:
+            errors[i] = str(err)
+    return errors
+
+
 def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     """User inputs -> a padded source batch, with one-line errors for bad input."""
     experiment = loaded.experiment
     if not texts:
         raise JabError("give at least one input, for example: jab predict 12345")
-    rows = []
-    for text in texts:
-        if not clean(text):
-            raise JabError("an input is empty; give at least one symbol")
-        rows.append(experiment.tokenizer.encode(text, experiment.config.task.alphabet))
-        experiment.task.check_input(clean(text))
-    longest = max(map(len, rows))
-    experiment.check_length(longest, f"an input of length {longest}")
+    rows = [encode_input(experiment, text) for text in texts]
     import jax
 
     key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key

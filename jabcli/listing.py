@@ -1,6 +1,7 @@
 """`jab runs`: one row per run, and per group of seeds, read from the run folders' files
-alone (no JAX, no numpy data: a parameter count comes from array headers), with the state
-each is in; a folder jab made but cannot read is a row of its own saying why."""
+alone (no JAX; of the checkpoints, only the newest is read, as a command loading it would
+check it), with the state each is in; a run whose newest checkpoint or config is damaged
+says what is wrong, and a folder jab made but cannot read is a row of its own saying why."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from jabcli import checkpoints
 from jabcli.config import at_target
 from jabcli.errors import JabError
-from jabcli.runs import RUNS_DIR, Run, seed_runs
+from jabcli.runs import RUNS_DIR, Mismatch, Run, seed_runs
 
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
 
@@ -20,14 +21,25 @@ def summary(run: Run) -> dict[str, Any]:
     """What `jab runs` shows of one run."""
     cfg, _ = run.load_config()
     records = run.read_metrics()
-    listed = checkpoints.entries(run)
+    try:
+        found = checkpoints.manifest(run)
+    except checkpoints.ManifestDamaged as err:
+        raise JabError(
+            f"{err}; loading the run (jab eval, predict, resume) rebuilds it from its "
+            "checkpoint files"
+        ) from None
+    listed = found["checkpoints"]
     scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
     step = listed[-1]["step"] if listed else 0
     reached = bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
+    usable = listed[-1] if listed else None  # the checkpoint commands load
     if run.is_running():
         state = "running"
     elif not listed:
         state = "no checkpoint"
+    elif (damage := newest_damage(run, found)) is not None:
+        state = f"damaged: {damage[0]}"
+        usable = damage[1]
     elif reached:
         state = "target reached"
     elif step >= cfg.train.steps:
@@ -38,7 +50,7 @@ def summary(run: Run) -> dict[str, Any]:
         "run": str(run.path),
         "task": cfg.task.name,
         "pos_encoding": cfg.model.positions,
-        "parameters": checkpoints.parameter_count(run, listed[-1]) if listed else None,
+        "parameters": checkpoints.parameter_count(run, usable) if usable else None,
         "flops_per_step": listed[-1].get("flops_per_step") if listed else None,
         "seeds": 1,
         "step": step,
@@ -48,6 +60,24 @@ def summary(run: Run) -> dict[str, Any]:
         "state": state,
         "created": run.created,
     }
+
+
+def newest_damage(run: Run, found: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+    """What is wrong with the newest checkpoint of `run` (listed in `found`, its
+    manifest), checked as loading it would, and the checkpoint commands use instead (None:
+    none); None when nothing is wrong."""
+    try:
+        checkpoints.load(run, found["checkpoints"][-1])
+        return None
+    except Mismatch as err:  # an edited config: refused, whichever checkpoint
+        return str(err), None
+    except JabError as err:
+        damage = str(err)
+    try:
+        fallback, _ = checkpoints.chosen(run, found, "latest", lambda _: None)
+    except JabError as err:  # no valid checkpoint left
+        return str(err), None
+    return f"{damage}; jab eval, predict and resume use step {fallback['step']}", fallback
 
 
 def training_seconds(records: list[dict[str, Any]]) -> float:
@@ -116,5 +146,10 @@ def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
         "step": min(s["step"] for s in seeds),
         "best_eval_seq_acc": best,
         "train_s": max(s["train_s"] for s in seeds),
-        "state": min((s["state"] for s in seeds), key=STATES.index),
+        "state": min((s["state"] for s in seeds), key=order),
     }
+
+
+def order(state: str) -> int:
+    """How far from done a state is: a damaged seed makes its group damaged."""
+    return -1 if state.startswith("damaged") else STATES.index(state)

@@ -55,6 +55,12 @@ class Observer:
     def note(self, message: str) -> None:
         """Something worth telling: resuming, a broken checkpoint skipped."""
 
+    def resuming(self, path: Path, step: int, fresh: bool) -> None:
+        """Training of `path` goes on from `step`; `fresh`: it has no checkpoint yet, so
+        from step 0."""
+        fresh_note = "; it has no checkpoint yet" if fresh else ""
+        self.note(f"Resuming {path} from step {step}{fresh_note}")
+
     def log(self, records: list[dict[str, Any]]) -> None:
         """Each seed's metrics.jsonl record, once per chunk of steps."""
 
@@ -222,8 +228,7 @@ def _train(
                             f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
                             f"moved to {runs.REJECTED_METRICS}"
                         )
-                fresh = "; it has no checkpoint yet" if resumed[1] is None else ""
-                observer.note(f"Resuming {path} from step {resumed[0]}{fresh}")
+                observer.resuming(path, resumed[0], fresh=resumed[1] is None)
             states = resumed[1] if resumed is not None else None
             return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:

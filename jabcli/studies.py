@@ -68,12 +68,15 @@ class Evaluation:
     bins: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        return {**self.measure(), "bins": [list(b) for b in self.bins]}
+
+    def measure(self) -> dict[str, Any]:
+        """What decides the figures measured (the bins only group them)."""
         return {
             "lengths": list(self.lengths),
             "samples": self.samples,
             "force_length": self.force_length,
             "seed": self.seed,
-            "bins": [list(b) for b in self.bins],
         }
 
 
@@ -89,7 +92,13 @@ class Cell:
     seeds: int
     written: str = ""  # its task as the study file writes it (files relative to it)
     spec: str = ""  # a digest of everything that decides its results (see `check`)
+    train_spec: str = ""  # a digest of what decides its training, but for train.steps
     config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
+    trained: dict[str, Any] = field(default_factory=dict)  # its task and config, as specs read
+
+    @property
+    def steps(self) -> int:
+        return self.config["train"]["steps"]
 
 
 @dataclass
@@ -107,6 +116,8 @@ def read(path: Path) -> Study:
         raise JabError(f"study file {str(path)!r} does not exist")
     data = configuration.read_yaml(path)
     where = str(path)
+    if not data:
+        raise JabError(f"{where} is empty; a study names its cells (see jab study run --help)")
     unknown(data, SECTIONS, where, "section")
     name = data.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
@@ -206,7 +217,19 @@ def read_evaluation(data, where: str) -> Evaluation:
     if not isinstance(bins, list) or not bins:
         raise JabError(f"{where}: evaluate.bins must list ranges of lengths, like [1-16, 17-32]")
     ranges = tuple(length_range(b, f"{where}: evaluate.bins") for b in bins)
+    check_bins(ranges, lengths, f"{where}: evaluate.bins")
     return Evaluation(lengths, samples, force, seed, ranges)
+
+
+def check_bins(bins, lengths: tuple[int, int], what: str) -> None:
+    """Refuse a bin reaching outside the lengths measured: its figure would be missing or
+    another bin's."""
+    for low, high in bins:
+        if low < lengths[0] or high > lengths[1]:
+            raise JabError(
+                f"{what}: {bin_name(low, high)} reaches outside the lengths measured "
+                f"({bin_name(*lengths)}, evaluate.lengths)"
+            )
 
 
 def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
@@ -309,15 +332,24 @@ def check(study: Study) -> list[Any]:
         for section, key in ADDED_LATER:  # at its default, as the cell was before the key
             if config[section].get(key) == defaults[section][key]:
                 config[section] = {k: v for k, v in config[section].items() if k != key}
-        spec = {"task": cell.written, "config": config, "evaluate": study.evaluation.to_dict()}
-        cell.spec = digest(spec)
+        cell.trained = {"task": cell.written, "config": config}
+        cell.spec = digest({**cell.trained, "evaluate": study.evaluation.measure()})
+        cell.train_spec = digest(with_steps(cell.trained, None))
         experiments.append(experiment)
     return experiments
 
 
+def with_steps(trained: dict[str, Any], steps: int | None) -> dict[str, Any]:
+    """A cell's task and config with train.steps set to `steps` (None: left out)."""
+    train = {k: v for k, v in trained["config"]["train"].items() if k != "steps"}
+    if steps is not None:
+        train["steps"] = steps
+    return {**trained, "config": {**trained["config"], "train": train}}
+
+
 # Config keys jab gained after studies could be run: a cell's spec leaves one out while
 # it has its default, so a study measured before the key existed keeps its cells.
-ADDED_LATER = (("task", "modulus"), ("model", "loops"))
+ADDED_LATER = (("task", "modulus"), ("model", "loops"), ("task", "mult"), ("task", "count_from"))
 
 
 def digest(value: Any) -> str:
@@ -353,6 +385,7 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
                 "folder": c.folder,
                 "task": c.task,
                 "spec": c.spec,
+                "train_spec": c.train_spec,
                 "seeds": c.seeds,
                 "steps": c.config["train"]["steps"],
             }
@@ -381,15 +414,30 @@ def recorded(out: Path) -> dict[str, Any]:
     return data
 
 
-def check_folder(study: Study, out: Path) -> tuple[dict[str, str], list[str]]:
+@dataclass
+class FolderPlan:
+    """What a study folder keeps of the study about to run in it (`check_folder`)."""
+
+    failed: dict[str, str] = field(default_factory=dict)  # cell folder: its error so far
+    # Cells started but not measured whose training settings changed: they train again
+    # from step 0 (folder: what changed).
+    restart: dict[str, str] = field(default_factory=dict)
+    # Cells whose training is kept but that are measured (again): their evaluation or
+    # train.steps changed (folder: what becomes of it, and what changed).
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def check_folder(study: Study, out: Path) -> FolderPlan:
     """Refuse a folder that is not this study's: not empty and no study.json, another
-    study's, or a measured cell that the file now gives other settings. Returns the
-    failures recorded so far, and the cells not measured yet whose settings changed
-    (to train afresh: a failed cell's fix is such a change)."""
+    study's, or a measured cell that the file now trains otherwise (naming what changed).
+    A cell whose training settings are the same is kept, however its evaluation changed
+    (it is measured again; a change of evaluate.bins alone measures nothing again), and
+    so is one whose train.steps grew (it trains on) or shrank to no less than it has
+    done. Called by `run` before anything is written."""
     if out.exists() and not out.is_dir():
         raise JabError(f"{out} is a file, not a study folder")
     if not out.exists() or not any(out.iterdir()):
-        return {}, []
+        return FolderPlan()
     if not (out / STUDY_FILE).is_file():
         raise JabError(f"{out} already exists and is not a study folder; choose another --out")
     before = recorded(out)
@@ -399,25 +447,125 @@ def check_folder(study: Study, out: Path) -> tuple[dict[str, str], list[str]]:
             f"{study.source}; choose another --out"
         )
     entries = {c.get("folder"): c for c in before["cells"] if isinstance(c, dict)}
-    specs = {folder: entry.get("spec") for folder, entry in entries.items()}
-    changed = []
+    evaluated = before.get("evaluate") if isinstance(before.get("evaluate"), dict) else {}
+    plan = FolderPlan()
     for cell in study.cells:
-        started = (out / cell.folder).exists()
-        if started and specs.get(cell.folder) not in (None, cell.spec):
-            if evaluation_of(out, entries[cell.folder]) is None:
-                changed.append(cell.folder)
-                continue
-            raise JabError(
-                f"cell {cell.name!r} in {out} was measured with other settings than "
-                f"{study.source} now gives it; to run the changed study, name a new --out"
-            )
-        if started and cell.folder not in specs:
+        entry = entries.get(cell.folder)
+        if not (out / cell.folder).exists():
+            continue
+        if entry is None:
             raise JabError(
                 f"{out}/{cell.folder} exists but is no cell of the study in {out}; name a new --out"
             )
+        upgrade(out, cell, entry, evaluated, study.evaluation)
+        if entry.get("spec") == cell.spec:
+            continue
+        measured = evaluation_of(out, entry) is not None
+        steps = entry.get("steps")
+        if same_training(cell, entry, evaluated) and (
+            cell.steps >= steps or progress(out / cell.folder) <= cell.steps
+        ):
+            changes = changed_evaluation(evaluated, study.evaluation)
+            if cell.steps != steps:
+                changes.insert(0, f"train.steps {steps} -> {cell.steps}")
+            if changes or not measured:
+                what = "measured again, its training kept" if measured else "its training is kept"
+                plan.kept[cell.folder] = f"{what} ({', '.join(changes) or 'its evaluation'})"
+            continue
+        changes = changed_settings(cell, out / cell.folder)
+        if measured:
+            raise JabError(
+                f"cell {cell.name!r} in {out} was measured with other training settings than "
+                f"{study.source} now gives it ({changes}); to run the changed study, name a "
+                "new --out"
+            )
+        plan.restart[cell.folder] = changes
     failed = before.get("failed")
     failed = dict(failed) if isinstance(failed, dict) else {}
-    return {k: v for k, v in failed.items() if k not in changed}, changed
+    plan.failed = {k: v for k, v in failed.items() if k not in plan.restart}
+    return plan
+
+
+def same_training(cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any]) -> bool:
+    """Whether a cell of the folder (its study.json entry) was trained as the file trains
+    it now, train.steps aside."""
+    if "train_spec" in entry:
+        return entry["train_spec"] == cell.train_spec
+    # Recorded before train_spec: its spec digests its training and the whole evaluation.
+    legacy = {**with_steps(cell.trained, entry.get("steps")), "evaluate": evaluated}
+    return entry.get("spec") == digest(legacy)
+
+
+def upgrade(
+    out: Path, cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any], now: Evaluation
+) -> None:
+    """A cell measured before specs left out the bins, measured as the file still measures
+    it: its evaluation.json is given the spec of today, so that it stays measured (its
+    figures by length are the same, whatever the bins). `entry` is updated too."""
+    if "train_spec" in entry or entry.get("steps") != cell.steps:
+        return
+    if {k: v for k, v in evaluated.items() if k != "bins"} != now.measure():
+        return
+    if not same_training(cell, entry, evaluated):
+        return
+    path = out / cell.folder / EVALUATION_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("spec") == entry.get("spec"):
+        atomic_write(path, json.dumps({**data, "spec": cell.spec}).encode())
+    entry.update(spec=cell.spec, train_spec=cell.train_spec)
+
+
+def progress(path: Path) -> int:
+    """The step a cell's folder has trained to (its seeds' fewest); 0 without checkpoints."""
+    from jabcli import checkpoints, runs
+
+    try:
+        _, seeds = runs.open_runs(path)
+        return min(
+            (listed[-1]["step"] if (listed := checkpoints.entries(run)) else 0) for run in seeds
+        )
+    except JabError:
+        return 0
+
+
+def changed_evaluation(before: dict[str, Any], now: Evaluation) -> list[str]:
+    """'evaluate.samples 10 -> 12' for each setting of the measurement that differs."""
+    current = now.measure()
+    return [
+        f"evaluate.{key} {shown(before.get(key))} -> {shown(value)}"
+        for key, value in current.items()
+        if before.get(key) != value
+    ]
+
+
+def changed_settings(cell: Cell, path: Path) -> str:
+    """What the file changed of a cell's training since its folder was made, as
+    'model.d_model 64 -> 128, train.steps 3000 -> 4000'."""
+    from jabcli import runs
+
+    try:
+        _, seeds = runs.open_runs(path)
+        old = seeds[0].load_config()[0].to_dict()
+    except JabError:
+        return "its settings"
+    changes = []
+    for section, values in cell.config.items():
+        for key, value in values.items():
+            if (section, key) in (("train", "seed"), ("train", "seeds"), ("train", "log_to")):
+                continue
+            earlier = old.get(section, {}).get(key)
+            if earlier != value:
+                changes.append(f"{section}.{key} {shown(earlier)} -> {shown(value)}")
+    return ", ".join(changes) or "its settings"
+
+
+def shown(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return bin_name(*value)
+    return str(value)
 
 
 def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
@@ -457,13 +605,18 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def table(out: Path) -> dict[str, Any]:
+def table(out: Path, bins: str | None = None) -> dict[str, Any]:
     """The study's results: per cell, every bin's exact match (and token accuracy, and with
     force_length the exact match at the true length) as median, min and max over seeds,
-    the longest length at >= 50%, and the state of cells not measured yet."""
+    the longest length at >= 50%, and the state of cells not measured yet. `bins`
+    ('1-40,41-500') groups the lengths otherwise than the study file."""
     data = recorded(out)
     evaluate = data.get("evaluate") or {}
-    bins = [tuple(b) for b in evaluate.get("bins", [])]
+    if bins is None:
+        bins = [tuple(b) for b in evaluate.get("bins", [])]
+    else:
+        bins = [length_range(b, "--bins") for b in bins.split(",")]
+        check_bins(bins, tuple(evaluate.get("lengths", (1, 2**31))), "--bins")
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:

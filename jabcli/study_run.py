@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import io
 import json
+import logging
 import os
 import queue
 import shutil
@@ -50,6 +51,9 @@ class StudyObserver:
 
     def begin(self, study: Study, out: Path, todo: list[Cell], workers: str) -> None:
         """`todo` are the cells to run (the others are measured already)."""
+
+    def note(self, message: str) -> None:
+        """Something worth telling before the cells run: a cell trained again, say."""
 
     def started(self, cell: Cell) -> None:
         pass
@@ -106,15 +110,26 @@ def run(
         else LocalCells(workers or default_workers())
     )
     experiments = studies.check(study)
-    failed, changed = studies.check_folder(study, out)
+    for cell in study.cells if out.is_dir() else []:
+        restore(out / cell.folder)
+    plan = studies.check_folder(study, out)
+    failed = plan.failed
     summary = Summary(out)
     by_folder = {cell.folder: cell for cell in study.cells}
     stop = Stop()
     todo: list[Cell] = []
     try:
         with stop, backend.open(out) as cells:
-            todo = prepare(study, out, experiments, failed, changed, summary)
+            todo = [cell for cell in study.cells if studies.evaluation_of(out, cell) is None]
             observer.begin(study, out, todo, backend.describe())
+            for folder, changes in plan.kept.items():
+                observer.note(f"{by_folder[folder].name}: {changes}")
+            for folder, changes in plan.restart.items():  # said before it is done
+                observer.note(
+                    f"{by_folder[folder].name}: trains again from step 0, its training "
+                    f"settings changed ({changes})"
+                )
+            prepare(study, out, experiments, plan, summary)
             running: set[str] = set()
             while True:
                 while not stop.signum and todo and cells.free():
@@ -149,30 +164,25 @@ def run(
     finally:
         observer.end()
     summary.stopped += todo
-    summary.interrupted_by = stop.signum
+    # A stop that came when every cell had ended stopped nothing.
+    summary.interrupted_by = stop.signum if summary.stopped else None
     return summary
 
 
-def prepare(
-    study: Study, out: Path, experiments, failed: dict[str, str], changed: list[str], summary
-) -> list[Cell]:
+def prepare(study: Study, out: Path, experiments, plan: studies.FolderPlan, summary) -> None:
     """Write study.json and create the run folder of every cell that has none (as `jab
-    train` would, untrained), or whose settings changed before it was measured; returns
-    the cells still to measure."""
+    train` would, untrained), or whose training settings changed before it was measured;
+    the cells measured already go into `summary`."""
     from jabcli import session
 
     out.mkdir(parents=True, exist_ok=True)
-    for folder in changed:  # an unmeasured cell the file now trains otherwise
+    for folder in plan.restart:  # an unmeasured cell the file now trains otherwise
         shutil.rmtree(out / folder)
-    studies.record(study, out, failed)
+    studies.record(study, out, plan.failed)
     for cell, experiment in zip(study.cells, experiments):
-        restore(out / cell.folder)
         if not (out / cell.folder).exists():
             session.create(experiment, out / cell.folder)
-    todo = []
-    for cell in study.cells:
-        (todo if studies.evaluation_of(out, cell) is None else summary.measured).append(cell)
-    return todo
+    summary.measured += [c for c in study.cells if studies.evaluation_of(out, c) is not None]
 
 
 class Stop:
@@ -351,36 +361,54 @@ class RayCells:
     @contextlib.contextmanager
     def open(self, out: Path):
         ray = self.ray
-        if not ray.is_initialized():
-            reachable(self.address)
-            try:
-                # Ray starts its processes by fork and exec at once: JAX's warning about
-                # forking a multithreaded process does not apply.
-                warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
-                ray.init(
-                    address=None if self.address == "local" else self.address,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level="ERROR",
-                    configure_logging=False,
-                )
-            except Exception as err:  # ConnectionError, or Ray's own kinds
-                line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                raise JabError(
-                    f"could not reach the Ray cluster at {self.address}: {line}"
-                ) from None
-        self.check_resources()
-        self.out = out
-        self.coordinator = ray.remote(num_cpus=0)(Coordinator).remote()
-        self.task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(ray_cell)
-        self.pending: dict[Any, str] = {}
+        started = not ray.is_initialized()
+        if started:
+            self.connect()
         try:
-            yield self
+            self.check_resources()
+            self.out = out
+            self.coordinator = ray.remote(num_cpus=0)(Coordinator).remote()
+            self.task = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0)(ray_cell)
+            self.pending: dict[Any, str] = {}
+            try:
+                yield self
+            finally:
+                if self.pending:  # a driver that fails stops its tasks
+                    self.coordinator.stop.remote()
+                    with contextlib.suppress(Exception):
+                        ray.wait(list(self.pending), num_returns=len(self.pending), timeout=60)
         finally:
-            if self.pending:  # a driver that fails stops its tasks
-                self.coordinator.stop.remote()
-                with contextlib.suppress(Exception):
-                    ray.wait(list(self.pending), num_returns=len(self.pending), timeout=60)
+            if started:  # the processes of a cluster started here end with it
+                ray.shutdown()
+
+    def connect(self) -> None:
+        """Start a private cluster (`local`) or join one, keeping jab's own handling of
+        SIGINT and SIGTERM (ray.init installs handlers that abort the driver)."""
+        ray = self.ray
+        address = resolve(self.address)
+        reachable(address, self.address)
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        # Ray starts its processes by fork and exec at once: JAX's warning about forking
+        # a multithreaded process does not apply. Its notice that a local cluster uses
+        # token authentication is not jab's user's concern.
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        logging.getLogger("ray").setLevel(logging.ERROR)
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="ERROR",
+                configure_logging=False,
+            )
+        except Exception as err:  # ConnectionError, or Ray's own kinds
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise JabError(f"could not reach the Ray cluster at {self.address}: {line}") from None
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
 
     def check_resources(self) -> None:
         """Refuse cells that ask for more than any node has: Ray would queue them forever."""
@@ -418,9 +446,12 @@ class RayCells:
     def stop(self, signum: int, second: bool = False) -> None:
         self.coordinator.stop.remote(signum)
         if second:  # tasks still waiting for room would keep the driver waiting: cancel
-            for ref in self.pending:
-                with contextlib.suppress(Exception):
-                    self.ray.cancel(ref)
+            # them, but never a started one, whose training comes back only as it returns
+            started = set(self.ray.get(self.coordinator.started.remote()))
+            for ref, folder in self.pending.items():
+                if folder not in started:
+                    with contextlib.suppress(Exception):
+                        self.ray.cancel(ref)
 
     def ended(self) -> list[tuple[str, int, str]]:
         ready, _ = self.ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
@@ -428,7 +459,7 @@ class RayCells:
         for ref in ready:
             folder = self.pending.pop(ref)
             try:
-                code, log, data = self.ray.get(ref)
+                code, log, data, tmp = self.ray.get(ref)  # tmp: the folder it ran in
             except self.ray.exceptions.TaskCancelledError:
                 done.append((folder, INTERRUPTED[0], "cancelled"))
                 continue
@@ -440,24 +471,46 @@ class RayCells:
             logs.mkdir(exist_ok=True)
             with open(logs / f"{folder}.log", "ab") as f:
                 start = f.tell()
-                f.write(log)
+                f.write(log.replace(tmp.encode(), str(self.out).encode()) if tmp else log)
             if data:
                 replace(self.out / folder, data)
             done.append((folder, code, last_line(logs / f"{folder}.log", start) or died(code)))
         return done
 
 
-def reachable(address: str) -> None:
+def resolve(address: str) -> str:
+    """`auto` as Ray reads it (its documented order): RAY_ADDRESS, else the address the
+    newest `ray start` on this machine left in ray_current_cluster; any other as given."""
+    if address != "auto":
+        return address
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    temp = Path(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp") / "ray"
+    try:
+        found = (temp / "ray_current_cluster").read_text().strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise JabError(
+            "--ray auto found no Ray cluster on this machine (start one with `ray start "
+            "--head`, set RAY_ADDRESS, or use --ray local)"
+        )
+    return found
+
+
+def reachable(address: str, given: str) -> None:
     """Refuse at once a host:port that nothing answers on (Ray itself would retry for
-    minutes)."""
+    minutes); `given` is the address as the user wrote it."""
     host, colon, port = address.rpartition(":")
-    if address in ("auto", "local") or "://" in address or not colon or not port.isdigit():
-        return  # Ray's client (ray://) and its own look-ups say for themselves
+    if address == "local" or "://" in address or not colon or not port.isdigit():
+        return  # Ray's client (ray://) says for itself
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=10).close()
     except OSError as err:
         reason = err.strerror or type(err).__name__
-        raise JabError(f"could not reach the Ray cluster at {address}: {reason}") from None
+        where = address if address == given else f"{address} ({given})"
+        stale = " (a cluster that has stopped?)" if given == "auto" else ""
+        raise JabError(f"could not reach the Ray cluster at {where}{stale}: {reason}") from None
 
 
 class Coordinator:
@@ -466,6 +519,18 @@ class Coordinator:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
         self.stops: list[int] = []
+        self.begun: list[str] = []
+
+    def begin(self, folder: str) -> bool:
+        """Whether a task may start its cell (not once the driver was stopped); a task
+        that may is noted as started, for `started`."""
+        if self.stops:
+            return False
+        self.begun.append(folder)
+        return True
+
+    def started(self) -> list[str]:
+        return self.begun
 
     def report(self, folder: str, line: str) -> None:
         self.events.append((folder, line))
@@ -481,13 +546,14 @@ class Coordinator:
         return self.stops
 
 
-def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int, bytes, bytes]:
+def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int, bytes, bytes, str]:
     """A Ray task: the worker on one cell, in a temporary study folder on this node.
-    Returns its exit status, its stderr and the cell's folder as a tar archive."""
+    Returns its exit status, its stderr, the cell's folder as a tar archive and the
+    temporary folder's path (which the driver writes as its own in the log)."""
     import ray
 
-    if ray.get(coordinator.stopping.remote()):  # stopped before it started
-        return INTERRUPTED[0], b"", b""
+    if not ray.get(coordinator.begin.remote(folder)):  # stopped before it started
+        return INTERRUPTED[0], b"", b"", ""
     with tempfile.TemporaryDirectory(prefix="jab-cell-") as tmp:
         out = Path(tmp)
         (out / studies.STUDY_FILE).write_bytes(record)
@@ -505,7 +571,7 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
                 proc.send_signal(signum)
             forwarded = len(stops)
         thread.join()
-        return proc.returncode, log_path(out, folder).read_bytes(), archive(out / folder)
+        return proc.returncode, log_path(out, folder).read_bytes(), archive(out / folder), tmp
 
 
 def archive(path: Path) -> bytes:
@@ -567,6 +633,10 @@ class CellObserver:
     def note(self, message: str) -> None:
         self.emit({"event": "note", "message": message})
 
+    def resuming(self, path: Path, step: int, fresh: bool) -> None:
+        if not fresh:  # a cell that has not begun just begins
+            self.note(f"Resuming {path} from step {step}")
+
     def log(self, records: list[dict[str, Any]]) -> None:
         losses = sorted(r["loss"] for r in records)
         self.emit({"event": "log", "step": records[0]["step"], "loss": losses[len(losses) // 2]})
@@ -593,8 +663,10 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         raise JabError(f"{out}/{studies.STUDY_FILE} has no cell {folder!r}")
     path = out / folder
     _, seeds = runs.open_runs(path)
-    if not all(listing.summary(run)["state"] in ("finished", "target reached") for run in seeds):
-        outcome = session.resume(path, None, CellObserver(emit))
+    steps = cell["steps"]  # the study's, which may have grown or shrunk since it started
+    done = [listing.summary(run) for run in seeds]
+    if not all(run["state"] == "target reached" or run["step"] >= steps for run in done):
+        outcome = session.resume(path, steps, CellObserver(emit))
         if outcome.interrupted_by is not None:
             return 128 + outcome.interrupted_by
     emit({"event": "evaluating"})

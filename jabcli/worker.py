@@ -16,6 +16,9 @@ def main() -> None:
     from jabcli.interrupt import on_sigint
 
     signal.signal(signal.SIGINT, on_sigint)  # until training takes Ctrl-C over
+    # A Ray worker blocks SIGINT, and a process it starts inherits the mask: the driver's
+    # Ctrl-C, passed on, would never arrive.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     from jabcli.errors import JabError
     from jabcli.pipes import QuietStdout
     from jabcli.study_run import die_with_parent, work

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,7 +102,7 @@ def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):
 
 
 def test_api_arguments_are_checked_as_the_command_line_checks_them(tmp_path):
-    with pytest.raises(jab.JabError, match=r"'train.steps' must be int, got float 1.5"):
+    with pytest.raises(jab.JabError, match=r"^steps must be a whole number of at least 1, got 1.5"):
         jab.train("copy", steps=1.5, out=tmp_path / "never")
     assert not (tmp_path / "never").exists()
 
@@ -150,3 +151,81 @@ def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained
         jab.compare(str(trained / "runs/tiny"))
     with pytest.raises(jab.JabError, match=r"curves takes one or more run folders"):
         jab.curves([])
+
+
+SMOKE = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
+WRONG_TYPES = {
+    "an int to predict": (lambda run: run.predict(12345), "inputs are strings"),
+    "None to predict": (lambda run: run.predict(None), "inputs are strings"),
+    "bytes to predict": (lambda run: run.predict(b"123"), "inputs are strings"),
+    "ints to predict": (lambda run: run.predict([1, 2]), "inputs are strings"),
+    "no inputs to predict": (lambda run: run.predict([]), "give at least one input, like run"),
+    "a fraction of a layer": (
+        lambda run: run.attention("0123", layer=1.5),
+        "layer must be a whole number (-1 for the last), got 1.5",
+    ),
+    "an int to attend to": (lambda run: run.attention(123), "attention takes one input string"),
+    "an int as a run": (lambda run: jab.load(5), "load takes a path (a string or a Path), got 5"),
+    "an int as a Run": (lambda run: jab.Run(5), "Run takes a run folder"),
+    "an int as a study": (lambda run: jab.study(3), "study takes a path"),
+    "an int as a study folder": (lambda run: jab.load_study(3), "load_study takes a path"),
+    "an int as a task": (lambda run: jab.train(7), "task takes a task name"),
+    "overrides as --set": (
+        lambda run: jab.train("copy", overrides=["model.d_model=8"]),
+        "overrides takes a dict of config keys and values, like {'model.d_model': 64}",
+    ),
+    "steps as text": (
+        lambda run: jab.train("copy", steps="10"),
+        "steps must be a whole number of at least 1, got '10'",
+    ),
+    "an int as the out folder": (lambda run: jab.train("copy", out=1), "out takes a path"),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES)
+def test_api_wrong_argument_types_raise_jab_error_not_python_errors(
+    case, trained, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # were a call to train, it would train here
+    call, message = WRONG_TYPES[case]
+    run = jab.load(trained / "runs/tiny")
+    with pytest.raises(jab.JabError, match="^" + re.escape(message)) as raised:
+        call(run)
+    assert "--" not in str(raised.value)  # the API's words, not the command line's options
+    assert not (tmp_path / "runs").exists()
+
+
+def test_api_predict_can_answer_the_good_inputs_and_name_the_bad_ones(trained):
+    run = jab.load(trained / "runs/tiny")
+    with pytest.raises(jab.JabError, match="input '12a3' has characters outside the alphabet"):
+        run.predict(["0123", "12a3"])
+    answered = run.predict(["0123", "12a3", " "], skip_bad=True)
+    assert [row["input"] for row in answered] == ["0123"]
+    assert answered.skipped == {
+        1: "input '12a3' has characters outside the alphabet '0123': 'a'",
+        2: "an input is empty; give at least one symbol",
+    }
+
+
+def test_api_study_runs_its_cells_on_ray_as_jab_study_run_ray_does(tmp_path, monkeypatch):
+    from jabcli import study_run
+
+    class Started(Exception):
+        pass
+
+    def run(study, out, workers, observer, ray_address, cpus_per_cell, gpus_per_cell):
+        raise Started(out, workers, ray_address, cpus_per_cell, gpus_per_cell)
+
+    monkeypatch.setattr(study_run, "run", run)
+    with pytest.raises(Started) as started:
+        jab.study(SMOKE, out=tmp_path / "s", ray="auto", cpus_per_cell=2, gpus_per_cell=0.5)
+    assert started.value.args == (tmp_path / "s", None, "auto", 2, 0.5)
+    for given, message in [
+        ({"gpus_per_cell": 1}, "cpus_per_cell and gpus_per_cell go with ray"),
+        ({"ray": "auto", "workers": 2}, "workers is for this machine; with ray the cluster"),
+        ({"ray": "auto", "cpus_per_cell": 0}, "cpus_per_cell must be a positive number"),
+        ({"ray": 5}, "ray takes an address (host:port), 'auto' or 'local', got 5"),
+        ({"workers": 1.5}, "workers must be a whole number of at least 1, got 1.5"),
+    ]:
+        with pytest.raises(jab.JabError, match="^" + re.escape(message)):
+            jab.study(SMOKE, **given)

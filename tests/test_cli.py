@@ -510,6 +510,35 @@ def test_predict_answers_inputs_typed_beside_the_dash_too(trained):
     assert answered.returncode == 0 and "012" in answered.stdout
 
 
+def test_predict_from_stdin_answers_the_good_lines_and_names_each_bad_line(trained):
+    data = f"0123\n12a3\n\n3 2 1\n{'0' * 1100}\n".encode()
+    answered = predict_stdin(trained, data)
+    assert answered.returncode == 2
+    alone = jab_here("predict", "0123", "321", "--run", "runs/tiny", cwd=trained)
+    assert answered.stdout == alone.stdout  # the good lines, as if given alone
+    assert answered.stderr.splitlines() == [
+        "jab: error: line 2: input '12a3' has characters outside the alphabet '0123': 'a'",
+        "jab: error: line 5: an input of length 1100 needs 1101 positions, but the model "
+        "takes at most model.max_positions = 1024 (sinusoidal encoding)",
+    ]
+    typed = jab_here("predict", "0123", "12a3", "--run", "runs/tiny", cwd=trained, check=False)
+    assert typed.returncode == 2 and "0123" in typed.stdout
+    assert typed.stderr == (
+        "jab: error: input '12a3' has characters outside the alphabet '0123': 'a'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["predict", "0123"], ["eval", "--samples", "5", "--json"], ["show-attention", "--input", "0"]],
+    ids=["predict", "eval", "show-attention"],
+)
+def test_a_command_without_run_says_which_run_it_used(trained, args):
+    chosen = jab_here(*args, cwd=trained)
+    assert chosen.stderr == "Using runs/tiny (copy), the newest run; choose one with --run\n"
+    assert jab_here(*args, "--run", "runs/tiny", cwd=trained).stderr == ""
+
+
 def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
     result = jab_here("train", *TINY, "--steps", "50", "--out", "narrow", cwd=tmp_path, columns=40)
     assert "…" not in result.stdout and "token" in result.stdout

@@ -77,13 +77,70 @@ def three_checkpoints(trained, tmp_path) -> Path:
     return tmp_path
 
 
-def test_a_truncated_checkpoint_is_named_and_eval_fails_cleanly(three_checkpoints):
-    newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
-    newest.write_bytes(newest.read_bytes()[:1000])
-    result = jab_here("eval", "--run", "run", cwd=three_checkpoints, check=False)
+def truncate(run: Path, step: int) -> bytes:
+    """Cut a checkpoint short, as a full disk or a bad copy leaves it; its bytes before."""
+    path = run / "checkpoints" / f"step-{step:08d}.npz"
+    before = path.read_bytes()
+    path.write_bytes(before[:1000])
+    return before
+
+
+def test_eval_falls_back_past_a_truncated_checkpoint_and_names_it_in_one_line(
+    three_checkpoints,
+):
+    truncate(three_checkpoints / "run", 300)
+    result = jab_here("eval", "--run", "run", "--samples", "50", "--json", cwd=three_checkpoints)
+    assert json.loads(result.stdout)["step"] == 200
+    assert result.stderr == (
+        "jab: note: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch); using step 200, the newest valid checkpoint\n"
+    )
+
+
+def test_predict_falls_back_to_the_newest_valid_checkpoint_and_says_so(three_checkpoints):
+    truncate(three_checkpoints / "run", 300)
+    for command in (["predict", "012"], ["show-attention", "--input", "012"]):
+        result = jab_here(*command, "--run", "run", cwd=three_checkpoints)
+        assert "012" in result.stdout
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("jab: note: checkpoint run/checkpoints/step-00000300.npz")
+        assert line.endswith("using step 200, the newest valid checkpoint")
+
+
+def test_the_api_warns_of_a_damaged_checkpoint_it_passes_over(three_checkpoints):
+    import jabcli as jab
+    from jabcli.errors import Note
+
+    truncate(three_checkpoints / "run", 300)
+    with pytest.warns(Note, match="step-00000300.npz is corrupted .* using step 200"):
+        predictions = jab.load(three_checkpoints / "run").predict(["012"])
+    assert predictions[0]["output"] == "012"
+
+
+def test_a_damaged_checkpoint_asked_for_by_step_is_one_error_naming_the_valid_steps(
+    three_checkpoints,
+):
+    truncate(three_checkpoints / "run", 300)
+    result = jab_here(
+        "predict", "012", "--run", "run", "--checkpoint", "300", cwd=three_checkpoints, check=False
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "jab: error: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch); valid checkpoints of run: step(s) 100, 200 (--checkpoint 200 for the "
+        "newest)\n"
+    )
+
+
+def test_a_run_with_no_valid_checkpoint_left_is_one_error(three_checkpoints):
+    for step in (100, 200, 300):
+        truncate(three_checkpoints / "run", step)
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints, check=False)
     assert result.returncode == 2
-    assert "step-00000300.npz" in result.stderr and "corrupted" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr == (
+        "jab: error: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch), and run has no other valid checkpoint\n"
+    )
 
 
 def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
@@ -418,20 +475,68 @@ def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:
     (checkpoints / "manifest.json").write_text(json.dumps(manifest))
 
 
-def test_jab_runs_lists_a_run_with_a_truncated_checkpoint_instead_of_crashing(three_checkpoints):
-    newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
-    newest.write_bytes(newest.read_bytes()[:1000])
+def test_runs_lists_a_run_with_a_truncated_checkpoint_as_damaged(three_checkpoints):
+    truncate(three_checkpoints / "run", 300)
     (row,) = json.loads(jab_here("runs", ".", "--json", cwd=three_checkpoints).stdout)
-    assert row["run"] == "run" and row["step"] == 300 and row["parameters"] is None
+    assert row["state"] == (
+        "damaged: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch); jab eval, predict and resume use step 200"
+    )
+    assert row["run"] == "run" and row["step"] == 300 and row["task"] == "copy"
+    assert row["parameters"] > 0  # counted in the checkpoint that is used
+    shown = " ".join(jab_here("runs", ".", cwd=three_checkpoints).stdout.split())
+    assert "damaged: checkpoint run/checkpoints/step-00000300.npz is corrupted" in shown
+    assert "target reached" not in shown and "finished" not in shown
 
 
-def test_junk_with_a_matching_checksum_is_corrupted_and_resume_falls_back(three_checkpoints):
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda c: c["model"].update(d_model=32),
+        lambda c: c["model"].update(pos_encoding="sinusoidl"),
+        lambda c: c.update(vocab=[*c["vocab"][:-1], "Z"]),
+    ],
+    ids=["d_model", "pos_encoding-misspelt", "vocab-entry"],
+)
+def test_runs_lists_a_run_whose_config_was_edited_as_damaged_and_predict_names_it(
+    three_checkpoints, change
+):
+    edit_config(three_checkpoints / "run", change)
+    (row,) = json.loads(jab_here("runs", ".", "--json", cwd=three_checkpoints).stdout)
+    said = (
+        "run/config.yaml was edited after checkpoint step-00000300.npz was saved (only "
+        "train.steps may change, with jab resume --steps); restore it or train a new run"
+    )
+    assert row["state"] == f"damaged: {said}"
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2 and result.stderr == f"jab: error: {said}\n"
+
+
+def test_a_damaged_seed_shows_its_group_as_damaged_naming_the_seed(three_checkpoints):
+    group = three_checkpoints / "runs/g"
+    for seed in (0, 1):
+        shutil.copytree(three_checkpoints / "run", group / f"seed-{seed}")
+    (group / "group.json").write_text('{"format": 1, "seeds": [0, 1]}')
+    truncate(group / "seed-1", 300)
+    (row,) = json.loads(jab_here("runs", "--json", cwd=three_checkpoints).stdout)
+    assert row["run"] == "runs/g" and row["seeds"] == 2
+    assert row["state"].startswith(
+        "damaged: checkpoint runs/g/seed-1/checkpoints/step-00000300.npz is corrupted"
+    )
+
+
+def test_junk_with_a_matching_checksum_is_corrupted_and_every_command_falls_back(
+    three_checkpoints,
+):
     with_sha256(three_checkpoints / "run/checkpoints", "step-00000300.npz", b"PK\x03\x04junk")
-    for command in (["eval", "--run", "run"], ["predict", "--run", "run", "012"]):
-        result = jab_here(*command, cwd=three_checkpoints, check=False)
-        assert result.returncode == 2, result.stderr
-        assert result.stderr.strip().endswith(
-            "step-00000300.npz is corrupted (not a checkpoint file)"
+    for command in (
+        ["eval", "--run", "run", "--samples", "50"],
+        ["predict", "--run", "run", "012"],
+    ):
+        result = jab_here(*command, cwd=three_checkpoints)
+        assert result.stderr == (
+            "jab: note: checkpoint run/checkpoints/step-00000300.npz is corrupted (not a "
+            "checkpoint file); using step 200, the newest valid checkpoint\n"
         )
     resumed = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints)
     assert "Resuming run from step 200" in " ".join(resumed.stdout.split())
@@ -466,13 +571,85 @@ def test_damaged_runs_and_groups_are_listed_as_damaged_with_the_reason(three_che
     assert "runs/group-missing-seed/seed-1 is missing" in curves.stderr
 
 
-def test_a_lost_manifest_never_lets_a_resume_overwrite_the_checkpoints_beside_it(three_checkpoints):
+def test_a_lost_manifest_is_rebuilt_so_a_resume_goes_on_from_the_newest_checkpoint(
+    three_checkpoints,
+):
     (three_checkpoints / "run/checkpoints/manifest.json").unlink()
     before = (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes()
-    result = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints, check=False)
-    assert result.returncode == 2
-    assert "manifest.json is missing, but" in result.stderr and "step-00000200.npz" in result.stderr
+    result = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints)
+    said = " ".join(result.stdout.split())
+    assert (
+        "run/checkpoints/manifest.json is missing, though run/checkpoints holds checkpoints; "
+        "rebuilt it from the checkpoint files that pass their checks (steps 100, 200, 300)"
+    ) in said
+    assert "Resuming run from step 300" in said  # not from 0, over the checkpoints
     assert (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes() == before
+    assert newest_step(three_checkpoints / "run") == 400
+
+
+def test_a_corrupt_manifest_is_rebuilt_and_predict_still_answers(three_checkpoints):
+    checkpoints = three_checkpoints / "run/checkpoints"
+    before = json.loads((checkpoints / "manifest.json").read_text())
+    (checkpoints / "manifest.json").write_text('{"format": 1, "checkpoi')
+    listed = json.loads(jab_here("runs", ".", "--json", cwd=three_checkpoints).stdout)
+    assert listed[0]["state"] == (
+        "damaged: run/checkpoints/manifest.json is corrupted (not valid JSON); loading the "
+        "run (jab eval, predict, resume) rebuilds it from its checkpoint files"
+    )
+    result = jab_here(
+        "predict", "012", "--run", "run", "--checkpoint", "300", cwd=three_checkpoints
+    )
+    assert "012" in result.stdout
+    assert result.stderr == (
+        "jab: note: run/checkpoints/manifest.json is corrupted (not valid JSON); rebuilt it "
+        "from the checkpoint files that pass their checks (steps 100, 200, 300); the damaged "
+        "manifest is kept as manifest.json.damaged\n"
+    )
+    assert (checkpoints / "manifest.json.damaged").read_text() == '{"format": 1, "checkpoi'
+    rebuilt = json.loads((checkpoints / "manifest.json").read_text())
+    same = ("file", "step", "sha256", "eval_seq_acc", "config")
+    assert [{k: e[k] for k in same} for e in rebuilt["checkpoints"]] == [
+        {k: e[k] for k in same} for e in before["checkpoints"]
+    ]
+    assert rebuilt["best"] == before["best"]
+    (row,) = json.loads(jab_here("runs", ".", "--json", cwd=three_checkpoints).stdout)
+    assert row["state"] == "finished"
+    again = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints)
+    assert again.stderr == ""  # rebuilt once, for good
+
+
+def test_a_rebuilt_manifest_leaves_out_a_damaged_checkpoint_and_deletes_nothing(
+    three_checkpoints,
+):
+    checkpoints = three_checkpoints / "run/checkpoints"
+    (checkpoints / "manifest.json").unlink()
+    data = bytearray((checkpoints / "step-00000300.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # flipped bits in an array: only its CRC-32 can tell
+    (checkpoints / "step-00000300.npz").write_bytes(bytes(data))
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints)
+    assert result.stderr.endswith(
+        "rebuilt it from the checkpoint files that pass their checks (steps 100, 200); "
+        "step-00000300.npz fails them and is left unlisted, not deleted\n"
+    )
+    assert (checkpoints / "step-00000300.npz").read_bytes() == bytes(data)
+    rebuilt = json.loads((checkpoints / "manifest.json").read_text())
+    assert [e["step"] for e in rebuilt["checkpoints"]] == [100, 200]
+
+
+def test_a_lost_manifest_with_no_valid_checkpoint_beside_it_is_one_error_naming_the_way_out(
+    three_checkpoints,
+):
+    (three_checkpoints / "run/checkpoints/manifest.json").write_text("")
+    for step in (100, 200, 300):
+        truncate(three_checkpoints / "run", step)
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints, check=False)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "jab: error: run/checkpoints/manifest.json is corrupted (not valid JSON), and no "
+        "checkpoint file beside it passes its checks (step-00000100.npz, step-00000200.npz, "
+        "step-00000300.npz); move run/checkpoints away to train anew\n"
+    )
+    assert not (three_checkpoints / "run/checkpoints/manifest.json.damaged").exists()
 
 
 def test_resuming_a_run_being_trained_says_only_that_it_is_busy(three_checkpoints):

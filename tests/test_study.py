@@ -1,10 +1,14 @@
 """`jab study`: a grid of runs, trained in worker processes (or Ray tasks), measured at
 every length, resumable, shown as a table and a plot."""
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,7 +146,7 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     }
     config["train"].pop("log_to")  # where logs go decides no result
     before = {"task": study.cells[0].written, "config": config,
-              "evaluate": study.evaluation.to_dict()}  # fmt: skip
+              "evaluate": study.evaluation.measure()}  # fmt: skip
     assert study.cells[0].spec == studies.digest(before)
     changed = studies.read(
         write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {model.loops: 2}}]\n")
@@ -194,7 +198,8 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
 def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path):
     ray = pytest.importorskip("ray")
     cwd, _ = smoke
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # "local": a cluster of the test's own, whatever RAY_ADDRESS or a stale cluster file says
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         address = ray.get_runtime_context().gcs_address
         study = one_cell(tmp_path)
@@ -202,6 +207,87 @@ def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path)
     finally:
         ray.shutdown()
     assert results(tmp_path / "runs/ray", ONE_CELL) == results(cwd / "runs/smoke", ONE_CELL)
+
+
+def ray_processes(tmp: Path) -> list[int]:
+    """The processes a jab started with TMPDIR=`tmp` left running (Ray's among them)."""
+    left = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if f"TMPDIR={tmp}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                left.append(int(proc.name))
+        except OSError:
+            pass
+    return left
+
+
+@pytest.fixture
+def private_tmp():
+    """A short TMPDIR of the test's own (Ray's sockets live under it and must be short),
+    holding a stale ray_current_cluster, as a cluster stopped earlier on the machine
+    leaves it."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="jabray", dir="/tmp"))
+    (tmp / "ray").mkdir()
+    (tmp / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")
+    yield tmp
+    for pid in ray_processes(tmp):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.filterwarnings("ignore:os.fork")
+def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_process(
+    tmp_path, private_tmp, monkeypatch
+):
+    pytest.importorskip("ray")
+    study = write(tmp_path / "long.yaml", TINY_BASE.replace("steps: 60", "steps: 100000")
+                  + "rows: [{name: long}]\n")  # fmt: skip
+    monkeypatch.setenv("TMPDIR", str(private_tmp))  # where Ray and its tasks keep their files
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # --ray local starts its own all the same
+    args = ["study", "run", study, "--ray", "local", "--out", "runs/r"]
+
+    def saved_past(step: int):  # a task's cell, in its temporary folder, saved past `step`
+        def ready() -> bool:
+            found = private_tmp.glob("jab-cell-*/long/checkpoints/step-*.npz")
+            return any(int(p.stem.split("-")[1]) > step for p in found)
+
+        return ready
+
+    checkpoints = tmp_path / "runs/r/long/checkpoints"
+    code, out, err = interrupt_when(args, tmp_path, saved_past(0), signal.SIGTERM)
+    assert code == 143, err
+    assert "Interrupted: 0 of 1 cells measured" in out and "Resume with:" in out
+    first = max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz"))
+    code, out, err = interrupt_when(args, tmp_path, saved_past(first), signal.SIGINT)
+    assert code == 130, err
+    assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
+    log = (tmp_path / "runs/r/logs/long.log").read_text()
+    assert f"Resuming runs/r/long from step {first}" in log  # the study's folder, not a task's
+    assert "Token authentication" not in err
+    deadline = time.time() + 20
+    while ray_processes(private_tmp) and time.time() < deadline:
+        time.sleep(0.5)
+    assert ray_processes(private_tmp) == []
+
+
+def test_ray_auto_with_only_a_stale_cluster_file_fails_at_once(tmp_path, private_tmp, monkeypatch):
+    pytest.importorskip("ray")
+    study = write(tmp_path / "s.yaml", TINY_BASE + "rows: [{name: a}]\n")
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    result = jab_here("study", "run", study, "--ray", "auto", cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "jab: error: could not reach the Ray cluster at 127.0.0.1:1 (auto) (a cluster that "
+        "has stopped?): Connection refused"
+    )
+    (private_tmp / "ray" / "ray_current_cluster").unlink()
+    result = jab_here("study", "run", study, "--ray", "auto", cwd=tmp_path, check=False)
+    assert "--ray auto found no Ray cluster on this machine" in result.stderr
 
 
 def test_a_failing_cell_is_reported_and_the_others_still_finish(tmp_path):
@@ -232,10 +318,101 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(smoke, tmp
     study = copy_of_smoke(smoke, tmp_path, SMOKE_TEXT.replace("steps: 100", "steps: 90"))
     refused = jab_here("study", "run", study, cwd=tmp_path, check=False)
     assert refused.returncode == 2
-    assert "cell 'copy randomized' in runs/smoke was measured with other settings" in (
-        refused.stderr
+    assert (
+        f"cell 'copy randomized' in runs/smoke was measured with other training settings than "
+        f"{study} now gives it (train.steps 100 -> 90)" in refused.stderr
     )
     assert results(tmp_path / "runs/smoke") == results(smoke[0] / "runs/smoke")  # nothing lost
+    write(study, SMOKE_TEXT.replace("model.d_ff: 32", "model.d_ff: 48"))
+    refused = jab_here("study", "run", study, cwd=tmp_path, check=False)
+    assert "(model.d_ff 32 -> 48)" in refused.stderr
+
+
+def test_changing_only_how_a_study_measures_keeps_every_cells_training(smoke, tmp_path):
+    study = copy_of_smoke(smoke, tmp_path, SMOKE_TEXT.replace("samples: 10", "samples: 12"))
+    again = jab_here("study", "run", study, cwd=tmp_path).stdout
+    assert "2 cells to run" in again
+    for cell in ("copy randomized", "reverse randomized"):
+        assert f"{cell}: measured again, its training kept (evaluate.samples 10 -> 12)" in again
+    before, after = results(smoke[0] / "runs/smoke"), results(tmp_path / "runs/smoke")
+    assert {k: v for k, v in after.items() if isinstance(k, tuple)} == {
+        k: v for k, v in before.items() if isinstance(k, tuple)
+    }  # every seed's metrics as they were: nothing trained
+    shown = json.loads(jab_here("study", "show", "runs/smoke", "--json", cwd=tmp_path).stdout)
+    assert shown["samples_per_length"] == 12
+    assert [c["state"] for c in shown["cells"]] == ["measured"] * 2
+    measured = {p: p.stat().st_mtime_ns for p in tmp_path.glob("runs/smoke/*/evaluation.json")}
+    rebinned = SMOKE_TEXT.replace("samples: 10", "samples: 12").replace("[1-5, 6-8]", "[1-2, 3-8]")
+    again = jab_here("study", "run", write(study, rebinned), cwd=tmp_path).stdout
+    assert "0 cells to run" in again and "1-2" in again and "3-8" in again
+    assert measured == {p: p.stat().st_mtime_ns for p in measured}  # nothing measured again
+    shown = jab_here("study", "show", "runs/smoke", "--bins", "1-4,5-8", cwd=tmp_path).stdout
+    assert "1-4" in shown and "5-8" in shown and "1-2" not in shown
+    wide = jab_here("study", "show", "runs/smoke", "--bins", "1-9", cwd=tmp_path, check=False)
+    assert wide.stderr.strip() == (
+        "jab: error: --bins: 1-9 reaches outside the lengths measured (1-8, evaluate.lengths)"
+    )
+
+
+def test_a_study_measured_before_specs_left_out_the_bins_stays_measured(smoke, tmp_path):
+    from jabcli import studies
+
+    study = copy_of_smoke(smoke, tmp_path)
+    folder = tmp_path / "runs/smoke"
+    record = json.loads((folder / "study.json").read_text())
+    checked = studies.read(study)
+    studies.check(checked)
+    for entry in record["cells"]:  # as jab wrote them then: the bins in the spec
+        legacy = json.loads((folder / entry["folder"] / "evaluation.json").read_text())
+        cell = next(c for c in checked.cells if c.folder == entry["folder"])
+        entry["spec"] = studies.digest({**cell.trained, "evaluate": record["evaluate"]})
+        del entry["train_spec"]
+        legacy["spec"] = entry["spec"]
+        (folder / entry["folder"] / "evaluation.json").write_text(json.dumps(legacy))
+    (folder / "study.json").write_text(json.dumps(record))
+    assert "0 cells to run" in jab_here("study", "run", study, cwd=tmp_path).stdout
+    assert results(folder) == results(smoke[0] / "runs/smoke")
+
+
+def test_a_started_cell_given_more_steps_trains_on_and_one_trained_otherwise_says_why(
+    smoke, tmp_path
+):
+    study = copy_of_smoke(smoke, tmp_path, SMOKE_TEXT.replace("[copy, reverse]", "[copy]"))
+    cell = tmp_path / "runs/smoke/copy-randomized"
+    (cell / "evaluation.json").unlink()  # trained, not yet measured: as if interrupted
+    longer = jab_here("study", "run", write(study, study.read_text().replace(
+        "steps: 100", "steps: 150")), cwd=tmp_path).stdout  # fmt: skip
+    assert "copy randomized: its training is kept (train.steps 100 -> 150)" in longer
+    logs = (tmp_path / "runs/smoke/logs/copy-randomized.log").read_text()
+    assert "Resuming runs/smoke/copy-randomized from step 100" in logs
+    assert json.loads((cell / "evaluation.json").read_text())["step"] == 150
+    (cell / "evaluation.json").unlink()
+    wider = study.read_text().replace("model.d_ff: 32", "model.d_ff: 48")
+    again = jab_here("study", "run", write(study, wider), cwd=tmp_path).stdout
+    said = again.index("copy randomized: trains again from step 0, its training settings "
+                       "changed (model.d_ff 32 -> 48)")  # fmt: skip
+    assert said < again.index("done copy randomized")
+    assert json.loads((cell / "evaluation.json").read_text())["step"] == 150
+
+
+def test_a_ctrl_c_after_every_cell_ended_interrupts_nothing(smoke, tmp_path):
+    import os
+    import signal
+
+    from jabcli import study_run
+
+    study = copy_of_smoke(smoke, tmp_path, SMOKE_TEXT.replace("samples: 10", "samples: 11"))
+
+    class CtrlCAtTheEnd(study_run.StudyObserver):
+        ended = 0
+
+        def finished(self, cell, evaluation) -> None:
+            self.ended += 1
+            if self.ended == 2:  # the last cell: the user presses Ctrl-C just then
+                os.kill(os.getpid(), signal.SIGINT)
+
+    summary = study_run.run(read(study), tmp_path / "runs/smoke", observer=CtrlCAtTheEnd())
+    assert summary.interrupted_by is None and len(summary.measured) == 2
 
 
 @pytest.mark.parametrize(
@@ -248,6 +425,12 @@ def test_editing_a_started_study_is_refused_unless_given_a_new_folder(smoke, tmp
         (TINY_BASE + "parameters: {model.pos_encoding: [rop]}\n", "cell 'rop'"),
         (TINY_BASE + "parameters: {model.pos_encoding: []}\n", "must list its values"),
         (TINY_BASE, "has no cells"),
+        ("", "bad.yaml is empty"),
+        (
+            TINY_BASE.replace("samples: 5}", "samples: 5, bins: [1-3, 10-20]}")
+            + "rows: [{name: a}]\n",
+            "evaluate.bins: 10-20 reaches outside the lengths measured (1-5, evaluate.lengths)",
+        ),
         (TINY_BASE + "rows: [{name: a}, {name: a}]\n", "would share the folder 'a'"),
         (TINY_BASE + "rows: [{name: a, sets: {}}]\n", "unknown key 'sets' (did you mean 'set'?)"),
         (TINY_BASE + "seeds: 0\nrows: [{name: a}]\n", "seeds must be a whole number"),

@@ -21,7 +21,10 @@ VARIANTS = [(name, {}) for name in TASKS] + [
     ("addition", {"reverse_answer": True}),
     ("modular_arithmetic", {"modulus": 7}),
     ("modular_arithmetic_brackets", {"modulus": 10}),
+    ("modular_arithmetic_brackets", {"mult": True}),
+    ("modular_arithmetic_brackets", {"mult": True, "modulus": 7}),
     ("solve_equation", {"modulus": 3}),
+    ("odds_first", {"count_from": 0}),
 ]
 
 
@@ -89,6 +92,83 @@ def test_reference_answers_of_each_task():
     assert TASKS["missing_duplicate"]().solve("101_01#") == "1"
 
 
+def test_odds_first_counted_from_zero_writes_what_the_papers_code_wrote():
+    """The paper's code writes s[1::2] + s[0::2] (its docstring counts from 1, as jab's
+    default does): 11100 -> 10110, and index 1, 3, then 0, 2, 4."""
+    code, docstring = configured("odds_first", {"count_from": 0}), TASKS["odds_first"]()
+    assert code.solve("11100") == "10110" and docstring.solve("11100") == "11010"
+    assert code.solve("abcde") == "bdace" and code.solve("abcdef") == "bdface"
+    assert code.solve("a") == "a" and docstring.solve("abcde") == "acebd"
+    reads = code.reads(jnp.arange(5)[None, :], jnp.array([[5]]))
+    assert np.asarray(reads)[0].tolist() == [1, 3, 0, 2, 4]
+    with pytest.raises(JabError, match=r"task\.count_from must be 0 or 1"):
+        configured("odds_first", {"count_from": 2})
+
+
+def test_brackets_with_mult_evaluate_products_modulo_the_modulus():
+    mult = configured("modular_arithmetic_brackets", {"mult": True})
+    assert mult.solve("(2*(3+4))") == "4"  # 14 mod 5
+    assert mult.solve("((-2)*3)") == "4"  # -6 mod 5
+    assert mult.solve("(1-(2*3))") == "0"  # -5 mod 5
+    assert mult.solve("((4*4)*(-(1+1)))") == "3"  # 16 * -2 = -32 mod 5
+    seven = configured("modular_arithmetic_brackets", {"mult": True, "modulus": 7})
+    assert seven.solve("(3*(-5))") == "6"  # -15 mod 7
+    with pytest.raises(JabError, match=r"\+ - and brackets"):
+        TASKS["modular_arithmetic_brackets"]().check_input("(2*3)")
+
+
+@pytest.mark.parametrize("mult", [True, False])
+def test_brackets_draw_products_as_often_as_sums_with_mult_and_never_without(mult):
+    """At length 5, (d?d) holds one operator, drawn among + - * alike with task.mult (the
+    paper's experiments: about a third of such inputs hold *)."""
+    task, tok = configured("modular_arithmetic_brackets", {"mult": mult}), Tokenizer()
+    sample = jax.jit(task.sample_lengths, static_argnums=2)
+    batch = sample(jax.random.PRNGKey(6), jnp.full(600, 5), 5)
+    texts = [tok.decode(row) for row in np.asarray(batch.src)]
+    share = sum("*" in text for text in texts) / len(texts)
+    assert abs(share - 1 / 3) < 0.06 if mult else share == 0, share
+    assert ("*" in task.alphabet) == mult
+
+
+def test_predict_takes_products_from_a_run_with_mult_and_refuses_them_without():
+    from jabcli.inspection import encode_inputs
+
+    with_mult = resolve("modular_arithmetic_brackets", sets=["task.mult=true"])
+    src = encode_inputs(Loaded(None, with_mult, None, 0), ["(2*(3+4))"])
+    assert with_mult.tokenizer.decode(src[0]) == "(2*(3+4))"
+    assert with_mult.task.solve("(2*(3+4))") == "4"
+    without = resolve("modular_arithmetic_brackets")
+    with pytest.raises(JabError, match="outside the alphabet"):
+        encode_inputs(Loaded(None, without, None, 0), ["(2*(3+4))"])
+
+
+def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did():
+    """Binary strings for reverse, duplicate and odds_first, five symbols for
+    bucket_sort (randomized_positional_encodings' experiments/constants.py), * in the
+    brackets and odds_first as the code ran it."""
+    from pathlib import Path
+
+    from jabcli import studies
+
+    study = studies.read(Path(__file__).resolve().parent.parent / "studies/chomsky.yaml")
+    expected = {
+        "reverse": {"alphabet": "01"},
+        "duplicate": {"alphabet": "01"},
+        "odds_first": {"alphabet": "01", "count_from": 0},
+        "bucket_sort": {"alphabet": "01234"},
+        "modular_arithmetic_brackets": {"mult": True, "alphabet": "01234+-()*"},
+    }
+    seen = Counter()
+    for cell in study.cells:
+        if cell.task in expected:
+            task = resolve(cell.task, overrides=cell.values).config.task
+            assert {key: getattr(task, key) for key in expected[cell.task]} == expected[
+                cell.task
+            ], cell.name
+            seen[cell.task] += 1
+    assert seen == {name: 5 if "brackets" in name else 6 for name in expected}
+
+
 @pytest.mark.parametrize(
     "name, text",
     [("modular_arithmetic", "1+"), ("modular_arithmetic_brackets", "(1+2"),
@@ -122,6 +202,7 @@ ALIGNED = [
     ("duplicate", {}),
     ("shift", {"shift": 3}),
     ("odds_first", {}),
+    ("odds_first", {"count_from": 0}),
 ]
 
 
