@@ -221,10 +221,15 @@ class Run:
         return Predictions(inspection.predict(loaded, good) if good else [], skipped)
 
     def attention(
-        self, text: str | None = None, kind: str = "cross", layer: int = -1, checkpoint="latest"
+        self,
+        text: str | None = None,
+        kind: str | None = None,
+        layer: int = -1,
+        checkpoint="latest",
     ) -> Attention:
         """One layer's attention while answering `text` (default: a random held-out
-        input), as `jab show-attention`; `layer` -1 is the last."""
+        input), as `jab show-attention`; `kind` None is cross-attention, or a
+        model.arch=encoder run's only one, "encoder"; `layer` -1 is the last."""
         from jabcli import runtime
 
         if text is not None and not isinstance(text, str):

@@ -534,6 +534,14 @@ def compare(
 
     check_save(save, (".svg", ".png"))
     bounds = inspection.parse_lengths(lengths) if lengths is not None else None
+    tasks = [open_runs(path)[1][0].load_config()[0].task for path in runs]
+    alphabets = list(dict.fromkeys(task.alphabet for task in tasks))
+    if len(alphabets) > 1 and len({task.name for task in tasks}) == 1:  # else the table says
+        print(
+            f"jab: note: these runs draw inputs from different alphabets ({', '.join(alphabets)}):"
+            " each is measured on inputs of its own alphabet, not on the same inputs",
+            file=sys.stderr,
+        )
     configure_jax(no_cache)
     with decoding(sum(len(open_runs(path)[1]) for path in runs)):
         results = api.compare(runs, bounds, samples, checkpoint, seed)
@@ -591,9 +599,14 @@ def show_attention(
         ),
     ] = None,
     kind: Annotated[
-        Kind,
-        typer.Option("--kind", metavar="cross|encoder|decoder", help="Which attention to draw."),
-    ] = Kind.cross,
+        Kind | None,
+        typer.Option(
+            "--kind",
+            metavar="cross|encoder|decoder",
+            help="Which attention to draw (default: cross; a model.arch=encoder run has "
+            "encoder only).",
+        ),
+    ] = None,
     layer: Annotated[
         int,
         typer.Option("--layer", metavar="L", help="Layer index; negative counts from the last."),
@@ -624,7 +637,7 @@ def show_attention(
     check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
     one = chosen_run(run)
-    attention = one.attention(input_text, kind.value, layer, checkpoint)
+    attention = one.attention(input_text, kind and kind.value, layer, checkpoint)
     heads = len(attention.weights)
     if head not in (None, "mean") and not (
         head.lstrip("-").isdigit() and -heads <= int(head) < heads
@@ -677,7 +690,7 @@ def curves(
 
 @command()
 def export(
-    folders: RunsArgument("Runs or groups of seeds whose metrics to export."),
+    folders: RunsArgument("Runs, groups of seeds or studies whose metrics to export."),
     tensorboard: Annotated[
         bool,
         typer.Option(
@@ -688,15 +701,21 @@ def export(
     ] = False,
 ) -> None:
     """Write what runs logged to another tool's format, for runs trained without
-    train.log_to."""
+    train.log_to; a study's, every cell's."""
     from jabcli import loggers
     from jabcli.display import say
-    from jabcli.runs import open_runs
+    from jabcli.runs import open_runs, study_runs
 
     if not tensorboard:
         raise JabError("say what to export to: jab export RUN... --tensorboard")
-    runs = [run for folder in folders for run in open_runs(folder)[1]]
-    exported = [(run, loggers.metrics_to_export(run)) for run in runs]  # all, before any
+    exported = []  # every run's records, before any is written
+    for folder in folders:
+        cells = study_runs(folder)
+        for run in open_runs(folder)[1] if cells is None else cells:
+            if cells is not None and not run.read_metrics():  # a cell that failed early
+                print(f"jab: note: {run.path} has no metrics yet: skipped", file=sys.stderr)
+                continue
+            exported.append((run, loggers.metrics_to_export(run)))
     loggers.require("tensorboard", "--tensorboard")
     for run, records in exported:
         for written in loggers.export_tensorboard(run, records):
@@ -814,8 +833,9 @@ def study_show_command(
         typer.Option(
             "--metric",
             help="What the table shows per bin: seq_acc (exact match), token_acc (answer "
-            "tokens and <eos>) or symbol_acc (per-symbol accuracy, as Delétang et al. 2023 "
-            "score their benchmark).",
+            "tokens and <eos>), symbol_acc (per-symbol accuracy of the answers as written) or "
+            "forced_symbol_acc (per-symbol accuracy at the answer's true length, the score of "
+            "Delétang et al. 2023; for studies measured with evaluate.force_length).",
         ),
     ] = "seq_acc",
     save: Annotated[
@@ -851,6 +871,11 @@ def study_show_command(
         )
     check_save(save, PLOT_FILES)
     results = {**studies.table(folder, bins), "metric": metric}
+    if metric.startswith("forced_") and not results["force_length"]:
+        raise JabError(
+            f"--metric {metric} needs answers decoded at their true length: {folder} was "
+            "measured without evaluate.force_length: true"
+        )
     if as_json:
         print(json.dumps(results))
     elif markdown:

@@ -59,6 +59,7 @@ class ModelConfig:
     src_pos_encoding: str = ""  # the encoder's ("" means pos_encoding)
     tgt_pos_encoding: str = ""  # the decoder's ("" means pos_encoding)
     max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
+    arch: str = "encoder_decoder"  # or "encoder": the paper's encoder alone (encoder_only.py)
 
     @property
     def positions(self) -> str:
@@ -98,7 +99,11 @@ class Config:
 
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
-CHOICES = {"model.norm": ("post", "pre"), "model.activation": ("relu", "gelu")}
+CHOICES = {
+    "model.arch": ("encoder_decoder", "encoder"),
+    "model.norm": ("post", "pre"),
+    "model.activation": ("relu", "gelu"),
+}
 LOGGERS = ("tensorboard", "wandb")  # train.log_to's choices, comma-separated
 MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
 MAX_SHIFT = 1_000_000

@@ -12,6 +12,9 @@ Given `lengths` [B], the answers' true lengths, decoding is forced to that lengt
 so what is scored is the content alone. Given `limits` [B], a row stops after that many
 tokens: no answer is longer than the task allows for its source (`answer`).
 
+The encoder form (model.arch=encoder, encoder_only.py) feeds nothing back: its answer
+is one pass, every slot's token chosen at once by the same rule (`one_pass_decode`).
+
 `decode_rows` decodes any number of sources in bounded memory: sorted by length and cut
 into chunks of similar length, each as wide as its longest source (rounded up to one of
 a few widths, so compiled programs are reused) and decoded until its own longest answer
@@ -92,7 +95,8 @@ def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, le
     positions = jax.vmap(one)(keys, src)
     task = experiment.task
     limits = task.answer_width(task.symbols_in(jnp.sum(src != PAD_ID, axis=1) - 1))
-    decoded = greedy_decode(experiment.model, params, src, max_out, *positions, lengths, limits)
+    decode = one_pass_decode if experiment.one_pass else greedy_decode
+    decoded = decode(experiment.model, params, src, max_out, *positions, lengths, limits)
     return decoded, positions
 
 
@@ -176,6 +180,33 @@ def greedy_decode_full(
     return _cut(out, limits)
 
 
+@partial(jax.jit, static_argnames=("fns", "max_out"))
+def one_pass_decode(
+    fns: ModelFns,
+    params,
+    src: jax.Array,
+    max_out: int,
+    src_positions: jax.Array,
+    tgt_positions: jax.Array,
+    lengths: jax.Array | None = None,
+    limits: jax.Array | None = None,
+) -> jax.Array:
+    """The encoder form's answer: every slot's token from one pass, each chosen as
+    `greedy_decode` chooses a step's (with `lengths`, <eos> nowhere before a row's length
+    and at it); src [B, S] -> [B, max_out], cut at the first <eos>."""
+    empty = empty_rows(src)
+    slots = jnp.zeros((src.shape[0], max_out), jnp.int32)  # only their width is read
+    logits, _ = fns.forward(
+        params, None, src, slots, src_positions=src_positions, tgt_positions=tgt_positions
+    )
+    choose = jax.vmap(
+        lambda step_logits, step: _choose(step_logits, step, empty, lengths),
+        in_axes=(1, 0),
+        out_axes=1,
+    )
+    return _cut(choose(logits, jnp.arange(max_out)), limits)
+
+
 WIDTHS = (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 BUDGET = 256 * 2**20  # bytes of decoding memory a chunk may take (`decode_bytes`)
 MAX_ROWS = 1024
@@ -190,9 +221,13 @@ def width_for(tokens: int, widest: int) -> int:
 def decode_bytes(experiment, src_width: int, max_out: int) -> int:
     """About what decoding one source row `src_width` wide to `max_out` tokens holds at
     its peak: the encoder's attention scores and activations (one layer at a time),
-    every layer's cached keys and values of both sides, and the loop's copies of them."""
+    every layer's cached keys and values of both sides, and the loop's copies of them;
+    for the encoder form, one pass over the source and its answer slots."""
     m = experiment.config.model
     s, t = src_width, max_out
+    if experiment.one_pass:
+        n = s + t
+        return 4 * (2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff))
     encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
     cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
     return 4 * (encoder + 2 * cache)

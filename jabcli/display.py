@@ -507,6 +507,18 @@ def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, 
     return titled(f"By input length (trained on {low}-{high})", Group(*parts))
 
 
+def round_ticks(low: int, high: int, most: int) -> list[int]:
+    """Whole numbers from `low` to `high` for an axis's labels, at most `most` of them, a
+    round step apart (1, 2 or 5 times a power of ten): 100 200 300, not 41 65 89 113."""
+    step = 1
+    while True:
+        for size in (step, 2 * step, 5 * step):
+            ticks = list(range(-(-low // size) * size, high + 1, size))
+            if len(ticks) <= most:
+                return ticks
+        step *= 10
+
+
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 CHART_MARGIN = "     "
 
@@ -543,14 +555,16 @@ class LengthChart:
                 row.append(cell, style="green" if inside else "yellow")
             yield row
         axis = Text("  0% ", style="dim")
-        ticks = [" "] * (width * len(groups))
-        step = 4 if width > 1 else 8
-        for i, (group, inside) in enumerate(zip(groups, trained)):
+        for inside in trained:
             axis.append(("━" if inside else "─") * width, style="green" if inside else "yellow")
-            label, at = str(group[0]), i * width
-            wanted = i in (0, len(groups) - 1) or any(n % step == 0 for n in group)
-            room = ticks[max(0, at - 1) : at + len(label) + 1]
-            if wanted and at + len(label) <= len(ticks) and set(room) == {" "}:
+        ticks = [" "] * (width * len(groups))
+        most = max(2, len(ticks) // (len(str(lengths[-1])) + 3))  # a label, and room
+        for length in round_ticks(lengths[0], lengths[-1], most):
+            at = next((i * width for i, g in enumerate(groups) if g[0] <= length <= g[-1]), None)
+            label = str(length)
+            if at is None or at + len(label) > len(ticks):
+                continue
+            if set(ticks[max(0, at - 1) : at + len(label) + 1]) == {" "}:
                 ticks[at : at + len(label)] = list(label)
         yield axis
         yield Text(CHART_MARGIN + "".join(ticks), style="dim")
@@ -675,8 +689,10 @@ class AttentionView:
         yield Columns(self.panels, padding=(0, 1))
         yield legend()
         hints = any(is_hint_token(token) for token in self.tokens)
+        slots = any(token.startswith("□") for token in self.tokens)  # inspection.SLOT_LABEL
         yield Text(
             "rows: queries, columns: keys; ^ = <bos>, $ = <eos>"
+            + ("; □ = an answer slot (□→x: it wrote x)" if slots else "")
             + ("; index hint [k] heads a column as k's last two digits" if hints else ""),
             style="dim",
         )
@@ -733,6 +749,7 @@ class CurvesView:
     plot: Plot
     height: int = 16
     command = "curves"
+    legend_below = 60  # narrower than this, the legend would cover the plot: under it
 
     @property
     def curves(self) -> list[Any]:
@@ -746,6 +763,18 @@ class CurvesView:
         yield Text(self.title, style="bold")
         colours = not console.no_color and console.color_system is not None
         yield Text.from_ansi(self.draw(options.max_width, colours))
+        if options.max_width < self.legend_below:
+            key = Text()
+            for curve, color, marker in zip(self.curves, *self.looks(colours)):
+                key.append(("━━" if colours else marker * 2) + f" {curve.name}", style=color)
+                key.append("  ")
+            yield key
+
+    def looks(self, colours: bool) -> tuple[list[str], list[str]]:
+        """Each curve's colour, and its marker: without colours, a character of its own."""
+        colors = list(CURVE_COLORS * len(self.curves))
+        markers = CURVE_MARKERS * len(self.curves) if not colours else ["hd"] * len(self.curves)
+        return colors, list(markers)
 
     def width(self, console: Console) -> int:
         return console.width
@@ -760,15 +789,16 @@ class CurvesView:
         plt.theme("clear")
         percent = self.curves[0].metric.endswith("acc")
         scale = 100.0 if percent else 1.0
-        colors = CURVE_COLORS * len(self.curves)
+        colors, markers = self.looks(colours)
         for curve, color in zip(self.curves, colors):  # bands first, under every median
             for band in (curve.low, curve.high):
                 if band is not None:
                     plt.plot(curve.steps, [scale * v for v in band], color=color, marker="dot")
-        markers = CURVE_MARKERS * len(self.curves) if not colours else ["hd"] * len(self.curves)
+        legend = width >= self.legend_below  # else under the plot (__rich_console__)
         for curve, color, marker in zip(self.curves, colors, markers):
             values = [scale * v for v in curve.values]
-            plt.plot(curve.steps, values, label=curve.name, color=color, marker=marker)
+            label = curve.name if legend else None
+            plt.plot(curve.steps, values, label=label, color=color, marker=marker)
         if self.curves[0].metric in ("loss", "grad_norm", "lr") and all(
             v > 0 for c in self.curves for v in c.values
         ):
@@ -776,9 +806,8 @@ class CurvesView:
         if percent:
             plt.ylim(0, 100)
         xs = [x for curve in self.curves for x in curve.steps]
-        if xs:  # steps and lengths are whole numbers: so are their ticks
-            lo, hi, n = min(xs), max(xs), max(2, min(6, width // 14))
-            ticks = sorted({int(lo + i * (hi - lo) / (n - 1) + 0.5) for i in range(n)})
+        if xs:  # steps and lengths are whole numbers: so are their ticks, round ones
+            ticks = round_ticks(int(min(xs)), int(max(xs)), max(2, min(8, width // 12)))
             plt.xticks(ticks, [str(t) for t in ticks])
         shade = self.plot.shade
         if shade is not None:
@@ -877,11 +906,20 @@ def study_table(results: dict[str, Any]) -> Group:
     for column in (*results["bins"], longest):
         table.add_column(column, justify="right", no_wrap=True)  # else Fitted goes narrow
     blocks = []
-    for name, (steps, seconds, *figures) in study_cells(results):
+    for cell, (name, (steps, seconds, *figures)) in zip(results["cells"], study_cells(results)):
         trained = f"{steps} steps, {seconds} s" if seconds != "-" else f"{steps} steps"
+        *by_bin, longest = figures
+        if cell["state"] != "measured":  # its error, under its name: not in a figure's place
+            style = "red" if cell["state"].startswith("failed") else "dim"
+            table.add_row(
+                Text.assemble(f"{name}\n{trained}\n", (cell["state"], style)),
+                *map(Text, [*by_bin, "-"]),
+            )
+            table.add_section()
+            blocks.append([name, trained, cell["state"]])
+            continue
         table.add_row(Text(f"{name}\n{trained}"), *map(Text, figures))
         table.add_section()
-        *by_bin, longest = figures
         blocks.append(
             [name, trained]
             + [f"{b}: {f}" for b, f in zip(results["bins"], by_bin)]

@@ -34,6 +34,8 @@ def evaluate(
     decoded a second time with each answer's true length imposed, and `forced_seq_acc`
     (overall and per length) is the exact match of that content: a model that writes
     the right symbols but stops too early scores there and not in `seq_acc`.
+    `forced_symbol_acc` is its per-symbol accuracy: the score of Delétang et al. (2023),
+    whose models write exactly as many symbols as the answer has.
     """
     t = experiment.config.task
     min_len = t.min_len if min_len is None else min_len
@@ -54,9 +56,10 @@ def evaluate(
     result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored)
     if force_length:
         content = score(experiment.tokenizer, src, forced, tgt_out, end_scored)
-        result["forced_seq_acc"] = content["seq_acc"]
-        for length, row in result["per_length"].items():
-            row["forced_seq_acc"] = content["per_length"][length]["seq_acc"]
+        for figure in ("seq_acc", "symbol_acc"):
+            result[f"forced_{figure}"] = content[figure]
+            for length, row in result["per_length"].items():
+                row[f"forced_{figure}"] = content["per_length"][length][figure]
     return result
 
 

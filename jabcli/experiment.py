@@ -19,7 +19,8 @@ from typing import Any
 import jax
 
 from jabcli import config as configuration
-from jabcli.config import FILE_PREFIX, Config, TaskConfig, data_path
+from jabcli import encoder_only
+from jabcli.config import FILE_PREFIX, Config, ModelConfig, TaskConfig, data_path
 from jabcli.datafile import DataFile, FileTask
 from jabcli.errors import JabError
 from jabcli.model import ModelFns, build
@@ -39,7 +40,7 @@ class Experiment:
     task: Task
     tokenizer: Tokenizer
     src_scheme: PositionalScheme  # the encoder's positional scheme
-    tgt_scheme: PositionalScheme  # the decoder's
+    tgt_scheme: PositionalScheme  # the decoder's (model.arch=encoder: the encoder's)
     model: ModelFns
 
     # Two experiments built from the same config and vocabulary are the same experiment:
@@ -82,20 +83,30 @@ class Experiment:
         task.check_lengths(t.min_len, t.max_len)
         src_scheme, tgt_scheme = schemes(config, task)
         config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
-        model = build(m, src_scheme, tgt_scheme, len(tokenizer))
+        model = build_model(m, src_scheme, tgt_scheme, len(tokenizer), task)
         experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
         experiment.check_length(t.max_len, f"task.max_len {t.max_len}")
         return experiment
 
     @property
+    def one_pass(self) -> bool:
+        """Whether the model is the encoder form (model.arch=encoder, encoder_only.py),
+        which answers every symbol in one pass, rather than the encoder-decoder."""
+        return self.config.model.arch == "encoder"
+
+    @property
     def packs(self) -> bool:
-        """Whether training packs two examples per row (packing.py): asked for, and the
-        task draws its own lengths."""
-        return self.config.train.pack and self.task.generated
+        """Whether training packs two examples per row (packing.py): asked for, the task
+        draws its own lengths, and the model is the encoder-decoder."""
+        return self.config.train.pack and self.task.generated and not self.one_pass
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
-        needed = self.task.positions_needed(max_len)
+        task = self.task
+        if self.one_pass:  # one sequence: the source, its <eos>, then the answer's slots
+            needed = task.source_tokens(max_len) + 1 + task.answer_width(max_len)
+            return self.src_scheme.positions_needed(int(needed))
+        needed = task.positions_needed(max_len)
         return max(scheme.positions_needed(needed) for scheme in (self.src_scheme, self.tgt_scheme))
 
     def longest_input(self) -> int:
@@ -138,17 +149,38 @@ class Experiment:
         self, key: jax.Array, src: jax.Array, tgt_len: int
     ) -> tuple[jax.Array, jax.Array]:
         """The positions the model reads for sources [B, S] and targets [B, tgt_len], as
-        the decoder's scheme pairs them with the encoder's (`pair_positions`)."""
+        the decoder's scheme pairs them with the encoder's (`pair_positions`); for the
+        encoder form, the answer's slots continue the source (`slot_positions`)."""
         limit = self.config.model.max_positions
+        if self.one_pass:
+            return encoder_only.slot_positions(key, self.src_scheme, self.task, src, tgt_len, limit)
         return self.tgt_scheme.pair_positions(key, self.src_scheme, self.task, src, tgt_len, limit)
+
+
+def build_model(
+    m: ModelConfig,
+    src_scheme: PositionalScheme,
+    tgt_scheme: PositionalScheme,
+    vocab_size: int,
+    task: Task,
+) -> ModelFns:
+    """The model `model.arch` names: the encoder-decoder (model.py), or the encoder form
+    (encoder_only.py), whose answer slots the task sizes."""
+    if m.arch == "encoder":
+        return encoder_only.build(m, src_scheme, vocab_size, task)
+    return build(m, src_scheme, tgt_scheme, vocab_size)
 
 
 def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
     """The encoder's and the decoder's positional schemes, checked against the model
-    and the task."""
+    and the task; the encoder form has the encoder's alone."""
     m = config.model
     both = get_scheme(m.pos_encoding)
     src = get_scheme(m.src_pos_encoding, "model.src_pos_encoding") if m.src_pos_encoding else both
+    if m.arch == "encoder":
+        encoder_only.check_scheme(m, src)
+        src.check(m.d_model, m.num_heads)
+        return src, src
     tgt = get_scheme(m.tgt_pos_encoding, "model.tgt_pos_encoding") if m.tgt_pos_encoding else both
     for scheme in {src.name: src, tgt.name: tgt}.values():
         scheme.check(m.d_model, m.num_heads)

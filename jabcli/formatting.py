@@ -95,7 +95,9 @@ def study_figure(value: dict[str, float] | None, show=percent) -> str:
 STUDY_METRICS = {
     "seq_acc": "Exact match",
     "token_acc": "Token accuracy (answer and <eos>)",
-    "symbol_acc": "Per-symbol accuracy as Delétang et al. (2023) score it",
+    "symbol_acc": "Per-symbol accuracy of the answers as written",
+    "forced_symbol_acc": "Per-symbol accuracy at the answer's true length, as Delétang et al. "
+    "(2023) score it",
 }
 
 

@@ -20,6 +20,7 @@ from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
 DECODE_KEY = 0  # `jab predict` and `show-attention` draw random positions and hints from it
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
+SLOT_LABEL = "□"  # an empty answer slot of the encoder form (encoder_only.py)
 
 
 @dataclass
@@ -169,7 +170,7 @@ def evaluate_runs(
     return results[0] if len(results) == 1 else combine(str(path), results)
 
 
-FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc")
+FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
 
 
 def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -305,20 +306,29 @@ class AttentionMap:
     cols: list[str]
 
 
-def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
+def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> AttentionMap:
     """Decode `text` (default: a random held-out input) and return the `kind` attention
-    ("cross", "encoder" or "decoder") of the pass that produced the answer."""
+    ("cross", "encoder" or "decoder"; default: cross, or the encoder form's only one,
+    "encoder") of the pass that produced the answer."""
     from jabcli.decode import attention_weights
 
+    experiment = loaded.experiment
+    kind = kind or ("encoder" if experiment.one_pass else "cross")
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
-    experiment = loaded.experiment
+    if experiment.one_pass and kind != "encoder":
+        raise JabError(
+            f"a model.arch=encoder run has no {kind} attention: its one attention is its "
+            "encoder's, over the input and the answer's slots (--kind encoder)"
+        )
     text = clean(text) if text is not None else random_input(loaded)
     src = encode_inputs(loaded, [text])
     outputs, (src_positions, tgt_positions) = decode_batch(loaded, src)
     out = outputs[0]
     ends = np.flatnonzero(out == EOS_ID)
     produced = out[: ends[0] + 1] if ends.size else out
+    if experiment.one_pass:
+        return slots_attention(loaded, text, src, out, produced, src_positions, tgt_positions)
     tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
     # The positions decoding read, so the picture shows the computation that answered.
     weights = attention_weights(
@@ -341,6 +351,43 @@ def attention(loaded: Loaded, text: str | None, kind: str) -> AttentionMap:
         weights=np.asarray(matrices)[:, 0],
         rows=rows,
         cols=cols,
+    )
+
+
+def slots_attention(
+    loaded: Loaded,
+    text: str,
+    src: np.ndarray,
+    out: np.ndarray,
+    produced: np.ndarray,
+    src_positions,
+    tgt_positions,
+) -> AttentionMap:
+    """The encoder form's self-attention over the input and every answer slot, in the one
+    pass that answered `text` (source `src` [1, S], answer `out`, `produced` up to its
+    <eos>): the slots labelled SLOT_LABEL, as queries with the token each wrote."""
+    from jabcli.decode import attention_weights
+    from jabcli.encoder_only import answer_slots
+
+    experiment = loaded.experiment
+    slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
+    weights = attention_weights(
+        experiment, loaded.params, src, slots, src_positions, tgt_positions
+    ).encoder
+    count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
+    tokens = experiment.tokenizer.tokens
+    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
+    slot_rows = [f"{SLOT_LABEL}→{token}" for token in written]
+    src_labels = [tokens[i] for i in src[0]]
+    rows = src_labels + slot_rows + [SLOT_LABEL] * (count - len(src_labels) - len(slot_rows))
+    return AttentionMap(
+        kind="encoder",
+        input=text,
+        answer=experiment.tokenizer.decode(out),
+        expected=experiment.task.solve(text),
+        weights=np.asarray(weights)[:, 0, :, :count, :count],
+        rows=rows,
+        cols=src_labels + [SLOT_LABEL] * (count - len(src_labels)),
     )
 
 

@@ -290,16 +290,14 @@ class Transformer(hk.Module):
         )
         # With model.loops > 1 the layers run loops times over, one weight set for every
         # pass (a Universal Transformer's weight sharing, Dehghani et al. 2019): as deep
-        # a computation, no more parameters. Each pass of a decoder layer keeps its own
-        # cache, as it attends to its own inputs.
-        encoder = [
+        # a computation, no more parameters (`passes`). Each pass of a decoder layer keeps
+        # its own self-attention cache, as it attends to its own inputs.
+        self.encoder_layers = [
             EncoderLayer(cfg, src_scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
         ]
-        decoder = [
+        self.decoder_layers = [
             DecoderLayer(cfg, tgt_scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
-        self.encoder_layers = encoder * cfg.loops
-        self.decoder_layers = decoder * cfg.loops
         # One table when both sides share a scheme (a learned one is then shared too).
         self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
         self.tgt_vectors = (
@@ -312,6 +310,20 @@ class Transformer(hk.Module):
             for side in ("encoder", "decoder")
         ]
         self.to_logits = hk.Linear(vocab_size, name="to_logits")
+
+    def passes(self, one_pass: Callable, x: jax.Array, per_pass=None):
+        """Runs `one_pass(x, per_pass) -> (x, outputs)`, one pass through a side's layers,
+        model.loops times: with one pass, its outputs as they are; with more, a loop
+        (`hk.scan`, over `per_pass` [loops, ...] when given) whose outputs gain a leading
+        [loops] axis. Not unrolled, so compiling takes as long for 32 passes as for 2."""
+        if self.cfg.loops == 1:
+            return one_pass(x, per_pass)
+        return hk.scan(one_pass, x, per_pass, length=self.cfg.loops)
+
+    def by_layer(self, weights: jax.Array) -> jax.Array:
+        """Attention weights [loops, layers, ...] of every pass -> [loops * layers, ...],
+        a layer per pass, in the order they ran."""
+        return weights if self.cfg.loops == 1 else weights.reshape(-1, *weights.shape[2:])
 
     def embed_tokens(
         self, ids: jax.Array, positions: jax.Array, vectors, is_training: bool
@@ -340,13 +352,18 @@ class Transformer(hk.Module):
             mask = padding_mask(src.shape[1], src)
         else:
             mask = segment_mask(segments, segments)
-        all_weights = []
-        for layer in self.encoder_layers:
-            x, weights = layer(x, mask, positions, is_training)
-            all_weights.append(weights)
+
+        def one_pass(x, _):
+            all_weights = []
+            for layer in self.encoder_layers:
+                x, weights = layer(x, mask, positions, is_training)
+                all_weights.append(weights)
+            return x, jnp.stack(all_weights)
+
+        x, weights = self.passes(one_pass, x)
         if self.cfg.norm == "pre":
             x = self.final_norms[0](x)
-        return x, jnp.stack(all_weights)
+        return x, self.by_layer(weights)
 
     def decode(
         self,
@@ -366,6 +383,10 @@ class Transformer(hk.Module):
         `src_segments` say which example each token is of, in packed rows
         -> (logits [B, Tq, V], self and cross weights, cache).
 
+        The cache has a `LayerCache` per layer; with model.loops > 1 its self-attention
+        keys and values are every pass's, [loops, B, H, T, K], and the encoder's, the same
+        for every pass, are held once.
+
         Target padding only ever trails the target, so it is always in the future of a
         real query and the causal mask hides it; cached decoding then matches exactly."""
         query_len = tgt_in.shape[1]
@@ -379,28 +400,39 @@ class Transformer(hk.Module):
         else:  # training on packed rows: no cache, the whole target at once
             self_mask = self_mask & segment_mask(segments, segments)
             cross_mask = segment_mask(segments, src_segments)
-        caches = cache or [None] * len(self.decoder_layers)
-        self_weights, cross_weights, new_cache = [], [], []
-        for layer, layer_cache in zip(self.decoder_layers, caches):
-            x, sw, cw, layer_cache = layer(
-                x,
-                memory,
-                self_mask,
-                cross_mask,
-                here,
-                positions,
-                src_positions,
-                is_training,
-                layer_cache,
-                index,
-            )
-            self_weights.append(sw)
-            cross_weights.append(cw)
-            new_cache.append(layer_cache)
+
+        def one_pass(x, self_kvs):
+            self_weights, cross_weights, new_self_kvs = [], [], []
+            for i, layer in enumerate(self.decoder_layers):
+                layer_cache = None if cache is None else LayerCache(self_kvs[i], cache[i].cross_kv)
+                x, sw, cw, layer_cache = layer(
+                    x,
+                    memory,
+                    self_mask,
+                    cross_mask,
+                    here,
+                    positions,
+                    src_positions,
+                    is_training,
+                    layer_cache,
+                    index,
+                )
+                self_weights.append(sw)
+                cross_weights.append(cw)
+                new_self_kvs.append(layer_cache.self_kv)
+            # Without a cache the keys and values are not kept: a loop's outputs would be.
+            kept = None if cache is None else new_self_kvs
+            return x, (jnp.stack(self_weights), jnp.stack(cross_weights), kept)
+
+        self_kvs = None if cache is None else [layer_cache.self_kv for layer_cache in cache]
+        x, (self_weights, cross_weights, self_kvs) = self.passes(one_pass, x, self_kvs)
+        new_cache = None
+        if cache is not None:
+            new_cache = [LayerCache(kv, old.cross_kv) for kv, old in zip(self_kvs, cache)]
         if self.cfg.norm == "pre":
             x = self.final_norms[1](x)
         logits = self.to_logits(x)
-        return logits, jnp.stack(self_weights), jnp.stack(cross_weights), new_cache
+        return logits, self.by_layer(self_weights), self.by_layer(cross_weights), new_cache
 
     def __call__(
         self,
@@ -426,10 +458,12 @@ class Transformer(hk.Module):
         return logits, Attention(encoder_weights, decoder_weights, cross_weights)
 
     def init_cache(self, memory: jax.Array, src_positions: jax.Array, tgt_len: int):
-        """Empty self-attention caches and the encoder's keys and values, computed once."""
+        """Empty self-attention caches (a pass each, with model.loops > 1) and the
+        encoder's keys and values, computed once."""
         batch = memory.shape[0]
         heads, key_size = self.cfg.num_heads, self.cfg.d_model // self.cfg.num_heads
-        empty = jnp.zeros((batch, heads, tgt_len, key_size), memory.dtype)
+        passes = () if self.cfg.loops == 1 else (self.cfg.loops,)
+        empty = jnp.zeros((*passes, batch, heads, tgt_len, key_size), memory.dtype)
         return [
             LayerCache(
                 CachedKeyValues(empty, empty),

@@ -61,7 +61,13 @@ def figure(plot: Plot, fmt: str = "svg"):
     try:  # no pyplot: a notebook's own backend and figures are left as they are
         import matplotlib
         from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator, PercentFormatter
+        from matplotlib.ticker import (
+            FuncFormatter,
+            LogLocator,
+            MaxNLocator,
+            NullFormatter,
+            PercentFormatter,
+        )
     except ImportError:
         raise MissingExtra(f"a {fmt.upper()} picture needs matplotlib: {INSTALL}") from None
     style = {
@@ -108,6 +114,12 @@ def figure(plot: Plot, fmt: str = "svg"):
             v > 0 for c in plot.curves for v in c.values
         ):
             axes.set_yscale("log")
+            values = [v for c in plot.curves for v in (*c.values, *(c.low or ()), *(c.high or ()))]
+            if max(values) < 100 * min(values):  # within two decades: 0.6 and 4, not 6x10^-1
+                subs = "all" if max(values) < 10 * min(values) else (1.0, 2.0, 5.0)
+                axes.yaxis.set_major_locator(LogLocator(subs=subs))
+                axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                axes.yaxis.set_minor_formatter(NullFormatter())
         axes.grid(alpha=0.3)
         if len(plot.curves) > 4:  # beside the plot, not over it
             axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")

@@ -158,6 +158,19 @@ def seed_runs(path: Path) -> list[Run] | None:
     return runs
 
 
+def study_runs(path: Path) -> list[Run] | None:
+    """The runs of a study folder's cells (a cell of several seeds: each seed's), in the
+    order of their folders, as `jab runs DIR` lists them; None if it is not a study."""
+    path = Path(path)
+    if not (path / STUDY_FILE).is_file():
+        return None
+    runs = []
+    for cell in sorted(p for p in path.iterdir() if p.is_dir()):
+        seeds = seed_runs(cell)
+        runs += seeds or ([Run(cell)] if (cell / "config.yaml").is_file() else [])
+    return runs
+
+
 def write_group(path: Path, seeds: list[int]) -> None:
     """Mark `path` as a complete group of the runs seed-<seed> (written once all exist)."""
     atomic_write(path / GROUP_FILE, json.dumps({"format": FORMAT, "seeds": seeds}).encode())

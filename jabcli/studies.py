@@ -349,7 +349,13 @@ def with_steps(trained: dict[str, Any], steps: int | None) -> dict[str, Any]:
 
 # Config keys jab gained after studies could be run: a cell's spec leaves one out while
 # it has its default, so a study measured before the key existed keeps its cells.
-ADDED_LATER = (("task", "modulus"), ("model", "loops"), ("task", "mult"), ("task", "count_from"))
+ADDED_LATER = (
+    ("task", "modulus"),
+    ("model", "loops"),
+    ("task", "mult"),
+    ("task", "count_from"),
+    ("model", "arch"),
+)
 
 
 def digest(value: Any) -> str:
@@ -652,6 +658,7 @@ BIN_KEYS = {
     "token_acc": "token_bins",
     "symbol_acc": "symbol_bins",
     "forced_seq_acc": "forced_bins",
+    "forced_symbol_acc": "forced_symbol_bins",
 }
 
 
@@ -673,7 +680,9 @@ def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, A
         if metric in measures:
             per_seed = [seed_figures(s["per_length"], bins, metric) for s in seeds]
             row[key] = {b: spread([one[b] for one in per_seed]) for b in per_seed[0]}
-    row["longest_at_half"] = spread([longest_at_half(s["per_length"]) for s in seeds])
+    longest = [longest_at_half(s["per_length"]) for s in seeds]
+    # A length the seeds reached: of an even number of seeds, the lower middle one.
+    row["longest_at_half"] = {**spread(longest), "median": statistics.median_low(longest)}
     row["per_length"] = {
         n: spread([s["per_length"][n]["seq_acc"] for s in seeds])
         for n in sorted(seeds[0]["per_length"], key=int)

@@ -686,7 +686,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         each_length=True,
         force_length=evaluate["force_length"],
     )
-    figures = ("seq_acc", "token_acc", "symbol_acc", "forced_seq_acc")
+    figures = ("seq_acc", "token_acc", "symbol_acc", "forced_seq_acc", "forced_symbol_acc")
     evaluation = {
         "spec": cell["spec"],
         "step": result["step"],

@@ -212,3 +212,175 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
 
     rates = jax.jit(rates)(training.Schedule.of(tr), counts)
     np.testing.assert_allclose(rates, expected, rtol=2.5e-7, atol=0)
+
+
+def test_more_loops_compile_no_bigger_a_program():
+    """model.loops=100 compiles about as fast as loops=2: the passes are a loop over the
+    shared weights, not copies of the layers, so the programs do not grow with them."""
+    sizes = []
+    for loops in (2, 12):
+        fns, params, src, tgt, _ = make(num_layers=1, loops=loops)
+        positions = (jnp.tile(jnp.arange(5), (2, 1)), jnp.tile(jnp.arange(8), (2, 1)))
+        key = jax.random.PRNGKey(1)
+        forward = fns.forward.lower(params, key, src, tgt, is_training=True).as_text()
+        decode = greedy_decode.lower(fns, params, src, 8, *positions).as_text()
+        sizes.append((len(forward.splitlines()), len(decode.splitlines())))
+    assert sizes[0] == sizes[1]
+
+
+def test_a_looped_models_flop_count_counts_every_pass():
+    """The training header's GFLOP per step: XLA counts a loop's body once, and jab adds
+    the passes it misses, so three passes through a layer cost about what three layers do
+    (a little less: the optimizer updates a third of the parameters)."""
+    from jabcli import training
+
+    small = ["task.max_len=6", "train.batch_size=8"]  # d_model 64: XLA counts tinier otherwise
+    looped = resolve("copy", sets=[*small, "model.num_layers=1", "model.loops=3"])
+    looped = training.compiled(looped)
+    deep = training.compiled(resolve("copy", sets=[*small, "model.num_layers=3"]))
+    assert 0.9 * deep.flops < looped.flops < deep.flops
+
+
+# The encoder form (model.arch=encoder, encoder_only.py): the paper's Transformer.
+
+ENCODER_FORM = ["model.arch=encoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
+                "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
+
+
+def encoder_form(task="reverse", *sets, scale=3):
+    """An encoder-form experiment, its weights `scale` times those it starts with (larger,
+    so that answers vary from slot to slot), and a batch of it."""
+    from jabcli.training import init
+
+    experiment = resolve(task, sets=[*ENCODER_FORM, *sets])
+    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
+    batch = experiment.sample(jax.random.PRNGKey(1), 16)
+    return experiment, params, batch
+
+
+def keys_read(experiment, src, tgt_in) -> np.ndarray:
+    """[B] the keys the encoder form's first query attends to, in each row (at the weights
+    it starts with, no score so low that its weight rounds to 0)."""
+    _, params, _ = encoder_form(experiment.config.task.name, scale=1)
+    _, attention = experiment.model.forward(params, None, src, tgt_in)
+    return np.sum(np.asarray(attention.encoder[0, :, 0, 0]) > 0, axis=1)
+
+
+def test_the_encoder_form_answers_every_symbol_in_one_pass_from_empty_slots():
+    from jabcli.decode import one_pass_decode
+    from jabcli.encoder_only import SLOT_ID
+
+    experiment, params, batch = encoder_form()
+    forward = jax.jit(experiment.model.forward)
+    logits, attention = forward(params, None, batch.src, batch.tgt_in)
+    assert logits.shape == (*batch.tgt_out.shape, len(experiment.tokenizer))
+    # The answer so far is not read: not its symbols, not where it ends.
+    scrambled = jax.random.randint(jax.random.PRNGKey(2), batch.tgt_in.shape, 3, 10)
+    np.testing.assert_array_equal(forward(params, None, batch.src, scrambled)[0], logits)
+    # One self-attention over the input, <eos> and one slot per answer token (reverse:
+    # as many as the input has symbols, and the <eos>): nothing else is a key.
+    src_width, answer_width = batch.src.shape[1], batch.tgt_in.shape[1]
+    assert attention.decoder is None and attention.cross is None
+    assert attention.encoder.shape[-1] == src_width + answer_width
+    symbols = np.sum(np.asarray(batch.src) > EOS_ID, axis=1)
+    np.testing.assert_array_equal(keys_read(experiment, batch.src, batch.tgt_in), 2 * symbols + 2)
+    # More padding of either side changes no slot's answer (to rounding).
+    wider = jnp.pad(batch.src, ((0, 0), (0, 3)))
+    more_slots = jnp.pad(batch.tgt_in, ((0, 0), (0, 2)))
+    padded, _ = forward(params, None, wider, more_slots)
+    slots = np.asarray(batch.tgt_out != PAD_ID)
+    np.testing.assert_allclose(padded[:, :answer_width][slots], logits[slots], atol=1e-3)
+    # The answer is each slot's likeliest token, up to the first <eos>.
+    positions = experiment.positions(jax.random.PRNGKey(0), batch.src, answer_width)
+    out = np.asarray(one_pass_decode(experiment.model, params, batch.src, answer_width, *positions))
+    best = np.asarray(jnp.argmax(logits, -1))
+    for row, chosen in zip(out, best):
+        stop = np.argmax(chosen == EOS_ID) if EOS_ID in chosen else answer_width
+        np.testing.assert_array_equal(row[:stop], chosen[:stop])
+        assert np.all(row[stop + 1 :] == PAD_ID)
+    assert len(np.unique(out)) > 3 and SLOT_ID not in out[out != PAD_ID]
+    # Forced to the true length: <eos> exactly there, each symbol the best but <eos>.
+    lengths = jnp.sum(batch.tgt_out != PAD_ID, axis=1) - 1
+    forced = np.asarray(
+        one_pass_decode(experiment.model, params, batch.src, answer_width, *positions, lengths)
+    )
+    assert list(np.argmax(forced == EOS_ID, axis=1)) == list(np.asarray(lengths))
+    symbols_best = np.asarray(jnp.argmax(logits.at[..., EOS_ID].set(-jnp.inf), -1))
+    for row, best_row, n in zip(forced, symbols_best, np.asarray(lengths)):
+        np.testing.assert_array_equal(row[:n], best_row[:n])
+
+
+def test_the_encoder_forms_slots_depend_on_the_input_alone_never_on_the_answers_length():
+    """stack_manipulation's answers are of any length up to the task's longest: every
+    input of a length gets as many slots as the longest answer to it has tokens, and the
+    model writes <eos> where its answer ends."""
+    from jabcli.training import training_rows
+
+    experiment = resolve("stack_manipulation", sets=ENCODER_FORM)
+    rows = training_rows(experiment, jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    tokens = np.sum(np.asarray(rows.src) != PAD_ID, axis=1)
+    width = np.asarray(experiment.task.answer_width(tokens - 1))
+    np.testing.assert_array_equal(keys_read(experiment, rows.src, rows.tgt_in), tokens + width)
+    answers = np.sum(np.asarray(rows.tgt_out) != PAD_ID, axis=1)
+    assert len(np.unique(answers - width)) > 1  # the answers' own lengths vary
+    assert rows.src.shape[0] == experiment.config.train.batch_size  # one example a row
+
+
+@pytest.mark.parametrize(
+    "pos_encoding", [name for name in SCHEMES if name not in ("coupled", "coupled_sinusoidal")]
+)
+def test_every_scheme_of_source_positions_places_the_encoder_forms_slots_after_the_input(
+    pos_encoding,
+):
+    experiment, params, batch = encoder_form("copy", f"model.pos_encoding={pos_encoding}")
+    answer_width = batch.tgt_in.shape[1]
+    src_positions, slot_positions = experiment.positions(
+        jax.random.PRNGKey(0), batch.src, answer_width
+    )
+    tokens = np.sum(np.asarray(batch.src) != PAD_ID, axis=1)
+    for row, n in enumerate(tokens):  # one increasing run of positions: input, then slots
+        whole = np.concatenate([src_positions[row, :n], slot_positions[row, :n]])
+        assert np.all(np.diff(whole) > 0) and whole.max() < 64
+        if pos_encoding != "randomized":
+            np.testing.assert_array_equal(whole, np.arange(2 * n))
+    logits, _ = experiment.model.forward(
+        params,
+        None,
+        batch.src,
+        batch.tgt_in,
+        src_positions=src_positions,
+        tgt_positions=slot_positions,
+    )
+    assert np.isfinite(np.asarray(logits)).all()
+    if pos_encoding != "none":  # the slots tell apart only by their positions
+        assert not np.allclose(logits[:, 0], logits[:, 1], atol=1e-4)
+
+
+def test_the_encoder_form_refuses_a_scheme_that_pairs_source_and_answer_positions():
+    for scheme in ("coupled", "coupled_sinusoidal"):
+        with pytest.raises(JabError, match=rf"^model.pos_encoding={scheme} pairs the answer"):
+            resolve("copy", sets=["model.arch=encoder", f"model.pos_encoding={scheme}"])
+    with pytest.raises(JabError, match=r"model.arch=encoder has no decoder"):
+        resolve("copy", sets=["model.arch=encoder", "model.tgt_pos_encoding=rope"])
+    with pytest.raises(JabError, match=r"model.arch must be one of encoder_decoder, encoder"):
+        resolve("copy", sets=["model.arch=decoder"])
+    # The input and its slots share the positions: a longest input needs both.
+    experiment = resolve(
+        "duplicate", sets=["model.arch=encoder", "model.max_positions=40", "task.max_len=8"]
+    )
+    assert experiment.longest_input() == 12  # 12 symbols, <eos>, 24 answer slots and <eos>
+    with pytest.raises(JabError, match="needs 41 positions"):
+        experiment.check_length(13, "length 13")
+
+
+def test_the_encoder_form_trains_looped_pre_norm_with_dropout_and_several_seeds_at_once():
+    from jabcli.training import Trainer
+
+    more = ["model.loops=2", "model.norm=pre", "model.dropout=0.1", "train.seeds=2"]
+    experiment = resolve("reverse", sets=[*ENCODER_FORM, *more, "train.log_every=5"])
+    trainer = Trainer(experiment)
+    state, metrics = trainer.chunk(trainer.state, jnp.asarray(5, jnp.int32))
+    losses = np.asarray(metrics["loss"])
+    assert losses.shape == (2,) and np.isfinite(losses).all() and losses[0] != losses[1]
+    assert list(np.asarray(state.step)) == [5, 5]
+    assert trainer.flops and trainer.parameters

@@ -106,12 +106,18 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
     assert "<svg" in (tmp_path / "study.svg").read_text()  # matplotlib's, or the terminal's
     scored = jab_here("study", "show", "runs/smoke", "--markdown", "--metric", "symbol_acc",
                       cwd=cwd).stdout  # fmt: skip
-    assert scored.startswith("Per-symbol accuracy as Delétang et al. (2023) score it")
+    assert scored.startswith("Per-symbol accuracy of the answers as written by input length")
     results = json.loads(jab_here("study", "show", "runs/smoke", "--json", cwd=cwd).stdout)
     first = results["cells"][0]["symbol_bins"]["1-5"]["median"]
     assert "| copy randomized | 100 |" in scored and f"{100 * first:.1f}%" in scored
     wrong = jab_here("study", "show", "runs/smoke", "--metric", "symbols", cwd=cwd, check=False)
     assert wrong.returncode == 2 and "(did you mean 'symbol_acc'?)" in wrong.stderr
+    unforced = jab_here("study", "show", "runs/smoke", "--metric", "forced_symbol_acc", cwd=cwd,
+                        check=False)  # fmt: skip
+    assert unforced.returncode == 2 and unforced.stderr.strip() == (
+        "jab: error: --metric forced_symbol_acc needs answers decoded at their true length: "
+        "runs/smoke was measured without evaluate.force_length: true"
+    )
 
 
 # The config keys of jab when the first study folders were measured (e14df94): every key
@@ -546,3 +552,88 @@ def test_study_mistakes_on_the_command_line_point_to_the_right_help(tmp_path):
     assert missing.stderr.strip() == "jab: error: study file 'nothere.yaml' does not exist"
     bare = jab_here("study", "run", cwd=tmp_path, check=False)
     assert bare.returncode == 2 and "(see 'jab study run --help')" in bare.stderr
+
+
+def shown_table(results: dict, columns: int) -> str:
+    """`jab study show`'s table of `results` (as studies.table gives them), `columns` wide."""
+    import io
+
+    from rich.console import Console
+
+    from jabcli.display import study_table
+
+    out = Console(width=columns, file=io.StringIO(), no_color=True)
+    out.print(study_table(results))
+    return out.file.getvalue()
+
+
+def table_of(*cells: dict) -> dict:
+    return {"study": "s", "folder": "runs/s", "samples_per_length": 5, "lengths": [1, 8],
+            "bins": ["1-5"], "force_length": False, "cells": list(cells)}  # fmt: skip
+
+
+def measured_cell(name: str, longest: dict) -> dict:
+    figure = {"median": 0.5, "min": 0.25, "max": 0.75}
+    return {"name": name, "seeds": 2, "steps": 60, "state": "measured", "step": 60,
+            "train_s": 3.0, "bins": {"1-5": figure},
+            "longest_at_half": longest}  # fmt: skip
+
+
+def test_a_failed_cells_error_is_a_line_of_its_own_and_keeps_the_table_at_80_columns():
+    error = ("failed: loss became non-finite between steps 0 and 30 (seed 0); stopped, no "
+             "checkpoint had been saved yet. Try a smaller train.learning_rate")  # fmt: skip
+    failed = {"name": "diverges", "seeds": 2, "steps": 60, "state": error}
+    shown = shown_table(table_of(measured_cell("fine", spread([2, 3])), failed), 80)
+    lines = shown.splitlines()
+    header = next(line for line in lines if "≥ 50% up to" in line)
+    assert "1-5" in header  # a table, not the narrow layout's lines
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["diverges"])
+    assert lines[row].split()[1:] == ["-", "-"]  # nothing measured: no figure
+    folded = " ".join(line.strip() for line in lines[row + 2 :] if line.strip())
+    assert error in folded  # whole, under the cell's name
+    narrow = shown_table(table_of(failed), 30)
+    assert "≥ 50% up to" not in narrow and "failed: loss became" in narrow
+
+
+def spread(values: list[int]) -> dict:
+    import statistics
+
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def test_the_longest_length_at_half_over_an_even_number_of_seeds_is_a_whole_length():
+    """Two seeds answering half of the inputs up to lengths 1 and 2: the median of 1.5 is
+    no length; the table (and its JSON) say 1, the lower of the two."""
+    from jabcli.studies import measured
+
+    def seed(longest: int) -> dict:
+        return {"per_length": {str(n): {"seq_acc": 1.0 if n <= longest else 0.0}
+                               for n in range(1, 6)}}  # fmt: skip
+
+    def longest_of(*seeds: int) -> dict:
+        result = {"step": 60, "train_s": 3.0, "eval_s": 1.0, "longest": 5,
+                  "train_lengths": [1, 5], "pos_encoding": "none",
+                  "seeds": [seed(n) for n in seeds]}  # fmt: skip
+        return measured(result, [(1, 5)])["longest_at_half"]
+
+    assert longest_of(1, 2) == {"median": 1, "min": 1, "max": 2}
+    shown = shown_table(table_of(measured_cell("fine", longest_of(1, 2))), 120)
+    assert "1 [1-2]" in shown and "1.5" not in shown
+    assert longest_of(1, 3, 5)["median"] == 3
+
+
+def test_export_of_a_study_folder_writes_every_cells_seeds_and_skips_cells_not_trained(
+    smoke, tmp_path
+):
+    pytest.importorskip("tensorboardX")
+    copy_of_smoke(smoke, tmp_path)
+    folder = tmp_path / "runs/smoke"
+    (folder / CELLS[1] / "seed-1" / "metrics.jsonl").write_text("")  # as a cell failed early
+    result = jab_here("export", "runs/smoke", "--tensorboard", cwd=tmp_path)
+    for cell, seed in [(CELLS[0], 0), (CELLS[0], 1), (CELLS[1], 0)]:
+        run = folder / cell / f"seed-{seed}"
+        assert f"Wrote {run.relative_to(tmp_path)}/events.out.tfevents." in result.stdout
+        assert len(list(run.glob("events.out.tfevents.*"))) == 1
+    skipped = f"runs/smoke/{CELLS[1]}/seed-1"
+    assert result.stderr.strip() == f"jab: note: {skipped} has no metrics yet: skipped"
+    assert not list((tmp_path / skipped).glob("events.out.tfevents.*"))
