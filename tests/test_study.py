@@ -196,6 +196,7 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     jab_here("study", "run", study, "--out", "runs/again", cwd=tmp_path)
     logs = "".join(p.read_text() for p in tmp_path.glob("runs/again/logs/*.log"))
     assert re.search(r"Resuming runs/again/\S+ from step [1-9]", logs)  # not retrained
+    assert "no checkpoint yet" not in logs  # a cell that had not begun just began
     again = results(tmp_path / "runs/again", ONE_CELL)
     assert again == results(cwd / "runs/smoke", ONE_CELL)
 

@@ -142,15 +142,21 @@ def test_predict_takes_products_from_a_run_with_mult_and_refuses_them_without():
         encode_inputs(Loaded(None, without, None, 0), ["(2*(3+4))"])
 
 
-def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did():
+@pytest.mark.parametrize(
+    "file, rows, bracket_rows", [("chomsky.yaml", 6, 5), ("chomsky_paper.yaml", 1, 1)]
+)
+def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
+    file, rows, bracket_rows
+):
     """Binary strings for reverse, duplicate and odds_first, five symbols for
     bucket_sort (randomized_positional_encodings' experiments/constants.py), * in the
-    brackets and odds_first as the code ran it."""
+    brackets and odds_first as the code ran it: in jab's study of the protocol and in the
+    paper's Transformer's."""
     from pathlib import Path
 
     from jabcli import studies
 
-    study = studies.read(Path(__file__).resolve().parent.parent / "studies/chomsky.yaml")
+    study = studies.read(Path(__file__).resolve().parent.parent / "studies" / file)
     expected = {
         "reverse": {"alphabet": "01"},
         "duplicate": {"alphabet": "01"},
@@ -166,7 +172,8 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did():
                 cell.task
             ], cell.name
             seen[cell.task] += 1
-    assert seen == {name: 5 if "brackets" in name else 6 for name in expected}
+    assert seen == {name: bracket_rows if "brackets" in name else rows for name in expected}
+    assert study.evaluation.force_length  # the paper's score
 
 
 @pytest.mark.parametrize(
