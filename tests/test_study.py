@@ -250,8 +250,11 @@ def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_pr
     tmp_path, private_tmp, monkeypatch
 ):
     pytest.importorskip("ray")
-    study = write(tmp_path / "long.yaml", TINY_BASE.replace("steps: 60", "steps: 100000")
-                  + "rows: [{name: long}]\n")  # fmt: skip
+    # So slow a learner that it never reaches its target and ends: only a signal stops it.
+    never_done = TINY_BASE.replace("steps: 60", "steps: 100000").replace(
+        "train.batch_size: 16", "train.batch_size: 16\n    train.learning_rate: 1.0e-7"
+    )
+    study = write(tmp_path / "long.yaml", never_done + "rows: [{name: long}]\n")
     monkeypatch.setenv("TMPDIR", str(private_tmp))  # where Ray and its tasks keep their files
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # --ray local starts its own all the same
     args = ["study", "run", study, "--ray", "local", "--out", "runs/r"]
