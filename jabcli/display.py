@@ -38,6 +38,7 @@ from rich.text import Text
 from jabcli.config import at_target
 from jabcli.formatting import (
     figure,
+    model_form,
     percent,
     plural,
     run_labels,
@@ -224,7 +225,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             best = spread(known) if known else None
         elif best is not None:
             best = percent(best)
-        params = f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
+        params = model_form(r.get("arch"))
+        params += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
         if r.get("flops_per_step"):
             params += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
         seeds = plural(r["seeds"], "seed")

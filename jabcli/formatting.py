@@ -64,6 +64,12 @@ def run_labels(paths: list[str]) -> list[str]:
     return [str(p) for p in paths]
 
 
+def model_form(arch: str | None) -> str:
+    """', encoder-only' after a run's encoding where its model is not the default
+    encoder-decoder (model.arch); '' where it is."""
+    return "" if arch in (None, "encoder_decoder") else f", {arch}-only"
+
+
 def training_header(experiment, path, parameters: int, flops: float | None) -> str:
     """The line a training run opens with: what trains, into where, on what, how big."""
     import jax
@@ -74,7 +80,8 @@ def training_header(experiment, path, parameters: int, flops: float | None) -> s
     cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
     devices = f"{jax.device_count()} {jax.default_backend()} device(s)"
     return (
-        f"Training {seeds}{cfg.task.name} (lengths {cfg.task.min_len}-{cfg.task.max_len}) "
+        f"Training {seeds}{cfg.task.name} (lengths {cfg.task.min_len}-{cfg.task.max_len}"
+        f"{model_form(cfg.model.arch)}) "
         f"into {path} on {devices}; {parameters:,} parameters{cost}{each}"
     )
 

@@ -676,8 +676,14 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     """model.arch=encoder, the paper's Transformer: every command that works on a run
     works on one; its attention is the encoder's over the input and the answer's slots."""
     form = ["--set", "model.arch=encoder", "--set", "model.num_layers=2"]
-    jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/e", cwd=tmp_path)
+    trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/e", cwd=tmp_path)
+    assert "Training copy (lengths 1-5, encoder-only) into runs/e" in trained.stdout
     jab_here("resume", "runs/e", "--steps", "40", cwd=tmp_path)
+    listed = jab_here("runs", "runs", cwd=tmp_path).stdout
+    assert "sinusoidal, encoder-only" in listed
+    assert json.loads(jab_here("runs", "runs", "--json", cwd=tmp_path).stdout)[0]["arch"] == (
+        "encoder"
+    )
     args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/e", *args, cwd=tmp_path).stdout)
     assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
