@@ -225,10 +225,13 @@ def decode_bytes(experiment, src_width: int, max_out: int) -> int:
     for the encoder form, one pass over the source and its answer slots."""
     m = experiment.config.model
     s, t = src_width, max_out
+
+    def encoder_pass(n: int) -> int:  # one layer's scores and activations over n tokens
+        return 2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff)
+
     if experiment.one_pass:
-        n = s + t
-        return 4 * (2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff))
-    encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
+        return 4 * encoder_pass(s + t)
+    encoder = encoder_pass(s)
     cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
     return 4 * (encoder + 2 * cache)
 

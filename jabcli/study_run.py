@@ -686,7 +686,6 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         each_length=True,
         force_length=evaluate["force_length"],
     )
-    figures = ("seq_acc", "token_acc", "symbol_acc", "forced_seq_acc", "forced_symbol_acc")
     evaluation = {
         "spec": cell["spec"],
         "step": result["step"],
@@ -700,7 +699,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
             {
                 "seed": one.experiment.config.train.seed,
                 "per_length": {
-                    str(n): {k: row[k] for k in figures if k in row}
+                    str(n): {k: row[k] for k in inspection.FIGURES if k in row}
                     for n, row in each["per_length"].items()
                 },
             }
