@@ -12,7 +12,7 @@ from typing import Any
 from jabcli import checkpoints
 from jabcli.config import at_target
 from jabcli.errors import JabError
-from jabcli.runs import RUNS_DIR, Mismatch, Run, seed_runs
+from jabcli.runs import RUNS_DIR, Mismatch, Run, runs_in
 
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
 
@@ -103,14 +103,14 @@ def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
         if not path.is_dir():
             continue
         try:
-            seeds = seed_runs(path)
-            found = seeds or ([Run(path)] if (path / "config.yaml").is_file() else [])
+            found = runs_in(path)
             summaries = [summary(run) for run in found]
         except JabError as err:  # shown, not hidden: the user should know it is there
             rows.append(damaged(path, str(err)))
             continue
         if summaries:
-            rows.append(fold(str(path), summaries) if seeds else summaries[0])
+            grouped = found[0].path != path  # seed-N folders inside it
+            rows.append(fold(str(path), summaries) if grouped else summaries[0])
     return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
 
 

@@ -158,17 +158,20 @@ def seed_runs(path: Path) -> list[Run] | None:
     return runs
 
 
+def runs_in(path: Path) -> list[Run]:
+    """The runs a folder is: a group's seeds, the run itself, or none."""
+    return seed_runs(path) or ([Run(path)] if (path / "config.yaml").is_file() else [])
+
+
 def study_runs(path: Path) -> list[Run] | None:
     """The runs of a study folder's cells (a cell of several seeds: each seed's), in the
     order of their folders, as `jab runs DIR` lists them; None if it is not a study."""
     path = Path(path)
     if not (path / STUDY_FILE).is_file():
         return None
-    runs = []
-    for cell in sorted(p for p in path.iterdir() if p.is_dir()):
-        seeds = seed_runs(cell)
-        runs += seeds or ([Run(cell)] if (cell / "config.yaml").is_file() else [])
-    return runs
+    return [
+        run for cell in sorted(p for p in path.iterdir() if p.is_dir()) for run in runs_in(cell)
+    ]
 
 
 def write_group(path: Path, seeds: list[int]) -> None:
