@@ -416,8 +416,15 @@ class Modular(Classify):
 @dataclass(frozen=True)
 class ModularArithmetic(Modular):
     """Digits and the operators + - * in turn (so lengths are odd: an even length draws
-    one symbol less, as in the paper), evaluated with the usual precedence."""
+    one symbol less, as in the paper), evaluated with the usual precedence.
 
+    With `task.scratchpad` the answer shows its working, one symbol per input symbol,
+    then the value: under each digit the product being multiplied (the term), under each
+    operator the sum of the terms before it. Each symbol follows from the two before it
+    and the input symbol it stands under, so the task is aligned (coupled positions
+    apply), and the value is the last symbol: 1+2*3 -> 11211 then 2, written 112112."""
+
+    scratchpad: bool = False
     name = "modular_arithmetic"
     description = "Evaluate modulo 5 (task.modulus), * before + and -: 1+2*3 -> 2"
     operators = "+-*"
@@ -426,7 +433,25 @@ class ModularArithmetic(Modular):
     def solve(self, text):
         digits, operators = text[0::2], text[1::2]
         in_turn = set(digits) <= set(self.classes) and set(operators) <= set(self.operators)
-        return super().solve(text) if text and in_turn else None
+        value = super().solve(text) if text and in_turn else None
+        if value is None or not self.scratchpad:
+            return value
+        return "".join(str(v) for v in working(text, self.modulus)) + value
+
+    def output_length(self, length):
+        return length + 1 if self.scratchpad else super().output_length(length)
+
+    @property
+    def aligned(self) -> bool:
+        return self.scratchpad
+
+    def alignment(self, src, width):
+        """Each symbol of the working stands under its input symbol; the value after them."""
+        lengths = source_lengths(src)[:, None]
+        source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
+        steps = columns(src, width)
+        answer = jnp.where(steps <= lengths, steps, UNALIGNED)
+        return source.astype(jnp.int32), answer.astype(jnp.int32)
 
     def sample_lengths(self, key, lengths, max_len):
         return super().sample_lengths(key, lengths - 1 + lengths % 2, max_len)
@@ -441,7 +466,28 @@ class ModularArithmetic(Modular):
         tokens = jnp.where(i < lengths[:, None], self.symbol_ids[values], PAD_ID)
         return (tokens, *self.targets(tokens, lengths))
 
+    def targets(self, tokens, lengths):
+        if not self.scratchpad:
+            return super().targets(tokens, lengths)
+        values, valid = self.values(tokens, lengths)
+        totals, terms = self.evaluate(values, valid)  # [batch, numbers] each
+        i = jnp.arange(tokens.shape[1] + 1)
+        last = terms.shape[1] - 1
+        under = jnp.where(
+            i % 2 == 0, terms[:, jnp.minimum(i // 2, last)], totals[:, jnp.minimum((i + 1) // 2, last)]
+        )
+        value = (totals[:, -1] + terms[:, -1]) % self.modulus  # absent numbers change nothing
+        working = jnp.where(i[None, :] < lengths[:, None], under, value[:, None])
+        return self.class_ids[working], lengths + 1
+
     def classify(self, values, valid):
+        totals, terms = self.evaluate(values, valid)
+        return (totals[:, -1] + terms[:, -1]) % self.modulus
+
+    def evaluate(self, values: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Rows of symbol values [batch, L] -> the sum of the terms before each number and
+        the term each number ends (the product being multiplied), [batch, ceil(L / 2)]
+        each; past a row's end both stay as they were."""
         m = self.modulus
         numbers, operators = values[:, 0::2], values[:, 1::2] - m  # 0 +, 1 -, 2 *
         present = valid[:, 0::2]
@@ -453,13 +499,30 @@ class ModularArithmetic(Modular):
             signed = jnp.where(operator == 1, -number, number) % m
             total = jnp.where(here & (operator != 2), product, total)
             term = jnp.where(here, jnp.where(operator == 2, product, signed), term)
-            return (total, term), None
+            return (total, term), (total, term)
 
         rest = numbers.shape[1] - 1
         start = (jnp.zeros_like(numbers[:, 0]), numbers[:, 0])
         columns_ = (operators[:, :rest].T, numbers[:, 1:].T, present[:, 1:].T)
-        (total, term), _ = jax.lax.scan(apply, start, columns_)
-        return (total + term) % m
+        _, (totals, terms) = jax.lax.scan(apply, start, columns_)
+        totals = jnp.concatenate([start[0][:, None], totals.T], axis=1)
+        terms = jnp.concatenate([start[1][:, None], terms.T], axis=1)
+        return totals, terms
+
+
+def working(text: str, modulus: int) -> list[int]:
+    """The scratchpad of `ModularArithmetic` for a valid expression, in plain Python: the
+    term under each digit, the sum of the terms before it under each operator."""
+    total, term = 0, int(text[0]) % modulus
+    shown = [term]
+    for operator, digit in zip(text[1::2], text[2::2]):
+        if operator != "*":
+            total = (total + term) % modulus
+        shown.append(total)
+        d = int(digit)
+        term = {"*": term * d, "+": d, "-": -d}[operator] % modulus
+        shown.append(term)
+    return shown
 
 
 # Codes of what the expression generator keeps on its stack besides lengths (>= 1).

@@ -302,6 +302,11 @@ class Coupled(Distance):
             from jabcli.registry import TASKS
 
             aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
+            aligned += [
+                f"{name} (with task.scratchpad=true)"
+                for name, cls in TASKS.items()
+                if "scratchpad" in cls.options()
+            ]
             raise JabError(
                 f"task {task.label} does not say which input symbol each answer symbol reads, "
                 f"so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"

@@ -355,6 +355,7 @@ ADDED_LATER = (
     ("task", "mult"),
     ("task", "count_from"),
     ("model", "arch"),
+    ("task", "scratchpad"),
 )
 
 

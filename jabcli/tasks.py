@@ -497,10 +497,15 @@ class Classify(Task):
         raise NotImplementedError
 
     def targets(self, tokens, lengths):
+        found = self.classify(*self.values(tokens, lengths))
+        return self.class_ids[found][:, None], jnp.ones_like(lengths)
+
+    def values(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Source ids [batch, L] -> each symbol's place in the alphabet (0 past the end)
+        and where a symbol is, [batch, L] each."""
         values = jnp.argmax(tokens[:, :, None] == self.symbol_ids[None, None, :], axis=-1)
         valid = columns(tokens) < lengths[:, None]
-        found = self.classify(jnp.where(valid, values, 0), valid)
-        return self.class_ids[found][:, None], jnp.ones_like(lengths)
+        return jnp.where(valid, values, 0), valid
 
     @property
     def class_ids(self) -> jax.Array:
