@@ -474,7 +474,9 @@ class ModularArithmetic(Modular):
         i = jnp.arange(tokens.shape[1] + 1)
         last = terms.shape[1] - 1
         under = jnp.where(
-            i % 2 == 0, terms[:, jnp.minimum(i // 2, last)], totals[:, jnp.minimum((i + 1) // 2, last)]
+            i % 2 == 0,
+            terms[:, jnp.minimum(i // 2, last)],
+            totals[:, jnp.minimum((i + 1) // 2, last)],
         )
         value = (totals[:, -1] + terms[:, -1]) % self.modulus  # absent numbers change nothing
         working = jnp.where(i[None, :] < lengths[:, None], under, value[:, None])

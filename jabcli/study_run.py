@@ -27,6 +27,7 @@ import queue
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -638,14 +639,12 @@ class CellObserver:
             self.note(f"Resuming {path} from step {step}")
 
     def log(self, records: list[dict[str, Any]]) -> None:
-        losses = sorted(r["loss"] for r in records)
-        self.emit({"event": "log", "step": records[0]["step"], "loss": losses[len(losses) // 2]})
+        loss = statistics.median(r["loss"] for r in records)  # of the seeds
+        self.emit({"event": "log", "step": records[0]["step"], "loss": loss})
 
     def evaluated(self, results: list[dict[str, Any]]) -> None:
-        scores = sorted(r["seq_acc"] for r in results)
-        self.emit(
-            {"event": "eval", "step": results[0]["step"], "seq_acc": scores[len(scores) // 2]}
-        )
+        score = statistics.median(r["seq_acc"] for r in results)
+        self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": score})
 
     def end(self) -> None:
         pass
