@@ -16,7 +16,16 @@ from typing import ClassVar
 
 from jabcli.errors import JabError
 from jabcli.runtime import Lazy
-from jabcli.tasks import UNALIGNED, Classify, Task, assemble, columns, gather, source_lengths
+from jabcli.tasks import (
+    UNALIGNED,
+    Classify,
+    Task,
+    Worked,
+    assemble,
+    columns,
+    gather,
+    source_lengths,
+)
 from jabcli.tokenizer import PAD_ID
 
 jax, jnp = Lazy("jax"), Lazy("jax.numpy")
@@ -414,44 +423,26 @@ class Modular(Classify):
 
 
 @dataclass(frozen=True)
-class ModularArithmetic(Modular):
+class ModularArithmetic(Worked, Modular):
     """Digits and the operators + - * in turn (so lengths are odd: an even length draws
     one symbol less, as in the paper), evaluated with the usual precedence.
 
-    With `task.scratchpad` the answer shows its working, one symbol per input symbol,
-    then the value: under each digit the product being multiplied (the term), under each
-    operator the sum of the terms before it. Each symbol follows from the two before it
-    and the input symbol it stands under, so the task is aligned (coupled positions
-    apply), and the value is the last symbol: 1+2*3 -> 11211 then 2, written 112112."""
+    With `task.scratchpad` the working under each digit is the product being multiplied
+    (the term), under each operator the sum of the terms before it; each follows from the
+    two before it and the symbol above it: 1+2*3 -> 11211 then 2, written 112112."""
 
-    scratchpad: bool = False
     name = "modular_arithmetic"
     description = "Evaluate modulo 5 (task.modulus), * before + and -: 1+2*3 -> 2"
     operators = "+-*"
     form = "digits and + - * in turn, like 1+2*3"
 
-    def solve(self, text):
+    def value(self, text):
         digits, operators = text[0::2], text[1::2]
         in_turn = set(digits) <= set(self.classes) and set(operators) <= set(self.operators)
-        value = super().solve(text) if text and in_turn else None
-        if value is None or not self.scratchpad:
-            return value
-        return "".join(str(v) for v in working(text, self.modulus)) + value
+        return Modular.solve(self, text) if text and in_turn else None
 
-    def output_length(self, length):
-        return length + 1 if self.scratchpad else super().output_length(length)
-
-    @property
-    def aligned(self) -> bool:
-        return self.scratchpad
-
-    def alignment(self, src, width):
-        """Each symbol of the working stands under its input symbol; the value after them."""
-        lengths = source_lengths(src)[:, None]
-        source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
-        steps = columns(src, width)
-        answer = jnp.where(steps <= lengths, steps, UNALIGNED)
-        return source.astype(jnp.int32), answer.astype(jnp.int32)
+    def shown(self, text):
+        return "".join(str(v) for v in working(text, self.modulus))
 
     def sample_lengths(self, key, lengths, max_len):
         return super().sample_lengths(key, lengths - 1 + lengths % 2, max_len)
@@ -466,21 +457,14 @@ class ModularArithmetic(Modular):
         tokens = jnp.where(i < lengths[:, None], self.symbol_ids[values], PAD_ID)
         return (tokens, *self.targets(tokens, lengths))
 
-    def targets(self, tokens, lengths):
-        if not self.scratchpad:
-            return super().targets(tokens, lengths)
-        values, valid = self.values(tokens, lengths)
+    def working(self, values, valid):
         totals, terms = self.evaluate(values, valid)  # [batch, numbers] each
-        i = jnp.arange(tokens.shape[1] + 1)
-        last = terms.shape[1] - 1
-        under = jnp.where(
+        i, last = jnp.arange(values.shape[1]), terms.shape[1] - 1
+        return jnp.where(
             i % 2 == 0,
             terms[:, jnp.minimum(i // 2, last)],
             totals[:, jnp.minimum((i + 1) // 2, last)],
         )
-        value = (totals[:, -1] + terms[:, -1]) % self.modulus  # absent numbers change nothing
-        working = jnp.where(i[None, :] < lengths[:, None], under, value[:, None])
-        return self.class_ids[working], lengths + 1
 
     def classify(self, values, valid):
         totals, terms = self.evaluate(values, valid)

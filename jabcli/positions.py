@@ -302,14 +302,11 @@ class Coupled(Distance):
             from jabcli.registry import TASKS
 
             aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
-            aligned += [
-                f"{name} (with task.scratchpad=true)"
-                for name, cls in TASKS.items()
-                if "scratchpad" in cls.options()
-            ]
+            worked = [name for name, cls in TASKS.items() if "scratchpad" in cls.options()]
             raise JabError(
                 f"task {task.label} does not say which input symbol each answer symbol reads, "
-                f"so it cannot use coupled positions; tasks that do: {', '.join(aligned)}"
+                f"so it cannot use coupled positions; tasks that do: {', '.join(aligned)}; "
+                f"with task.scratchpad=true: {', '.join(worked)}"
             )
 
     def pair_positions(self, key, source_scheme, task, src, tgt_len, max_positions):

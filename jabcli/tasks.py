@@ -514,47 +514,124 @@ class Classify(Task):
 
 
 @dataclass(frozen=True)
-class ParityCheck(Classify):
+class Worked(Classify):
+    """A class task that can show its working (`task.scratchpad`, after the scratchpads of
+    Nye et al. 2021): the answer writes, under each input symbol, where the computation
+    stands after it, then the class. Each symbol of the working follows from the input
+    symbol above it and the working just before it, so the task is aligned (coupled
+    positions apply). The model is told the intermediate results: supervision the bare
+    task does not give. Subclasses define the class of a text (`value`) and the working,
+    as plain Python (`shown`) and as array code (`working`)."""
+
+    scratchpad: bool = False
+
+    def value(self, text: str) -> str | None:
+        """The class of `text`; None when it is not a valid input."""
+        raise NotImplementedError
+
+    def shown(self, text: str) -> str:
+        """The working of a valid `text`, one symbol per input symbol."""
+        raise NotImplementedError
+
+    def working(self, values: jax.Array, valid: jax.Array) -> jax.Array:
+        """Rows of symbol values [batch, L] -> the class index under each symbol [batch, L]."""
+        raise NotImplementedError
+
+    def solve(self, text):
+        value = self.value(text)
+        return self.shown(text) + value if value is not None and self.scratchpad else value
+
+    def output_length(self, length):
+        return length + 1 if self.scratchpad else super().output_length(length)
+
+    @property
+    def aligned(self) -> bool:
+        return self.scratchpad
+
+    def alignment(self, src, width):
+        """Each symbol of the working stands under its input symbol; the class after them."""
+        lengths = source_lengths(src)[:, None]
+        source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
+        steps = columns(src, width)
+        answer = jnp.where(steps <= lengths, steps, UNALIGNED)
+        return source.astype(jnp.int32), answer.astype(jnp.int32)
+
+    def targets(self, tokens, lengths):
+        if not self.scratchpad:
+            return super().targets(tokens, lengths)
+        values, valid = self.values(tokens, lengths)
+        under = jnp.pad(self.working(values, valid), ((0, 0), (0, 1)))
+        found = self.classify(values, valid)
+        shown = jnp.where(columns(under) < lengths[:, None], under, found[:, None])
+        return self.class_ids[shown], lengths + 1
+
+
+@dataclass(frozen=True)
+class ParityCheck(Worked):
+    """With `task.scratchpad`, the parity so far under each symbol: 1011 -> 11011."""
+
     name = "parity_check"
     description = "Are there an odd number of 1s? 1011 -> 1"
     default_alphabet = "01"
 
-    def solve(self, text):
+    def value(self, text):
         return str(text.count("1") % 2)
+
+    def shown(self, text):
+        return "".join(str(text[: i + 1].count("1") % 2) for i in range(len(text)))
 
     def classify(self, values, valid):
         return jnp.sum(values * valid, axis=1) % 2
 
+    def working(self, values, valid):
+        return jnp.cumsum(values * valid, axis=1) % 2
+
 
 @dataclass(frozen=True)
-class EvenPairs(Classify):
+class EvenPairs(Worked):
+    """With `task.scratchpad`, the parity of the changes so far under each symbol:
+    0110 -> 01100."""
+
     name = "even_pairs"
     description = "Are there an odd number of 01s and 10s? 0110 -> 0"
     default_alphabet = "01"
 
-    def solve(self, text):
+    def value(self, text):
         return str(sum(a != b for a, b in pairwise(text)) % 2)
 
+    def shown(self, text):
+        return "".join(self.value(text[: i + 1]) for i in range(len(text)))
+
     def classify(self, values, valid):
+        return self.working(values, valid)[:, -1]
+
+    def working(self, values, valid):
         changes = (values[:, 1:] != values[:, :-1]) & valid[:, 1:]
-        return jnp.sum(changes, axis=1) % 2
+        return jnp.pad(jnp.cumsum(changes, axis=1), ((0, 0), (1, 0))) % 2
 
 
 @dataclass(frozen=True)
-class CycleNavigation(Classify):
+class CycleNavigation(Worked):
     """Steps around a cycle of 5 places from place 0: symbol 0 steps back, 1 stays, 2
-    steps on; the answer is the place reached (as in the paper's encoding)."""
+    steps on; the answer is the place reached (as in the paper's encoding). With
+    `task.scratchpad`, the place reached so far under each step: 2202 -> 12122."""
 
     name = "cycle_navigation"
     description = "Where on a cycle of 5 do the steps end? 2202 -> 2"
     default_alphabet = "012"
     classes = "01234"
 
-    def solve(self, text):
+    def value(self, text):
         return str(sum(int(step) - 1 for step in text) % 5)
+
+    def shown(self, text):
+        return "".join(self.value(text[: i + 1]) for i in range(len(text)))
 
     def classify(self, values, valid):
         return jnp.sum((values - 1) * valid, axis=1) % 5
+
+    def working(self, values, valid):
+        return jnp.cumsum((values - 1) * valid, axis=1) % 5
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""modular_arithmetic with `task.scratchpad`: the answer shows its working, then the value."""
+"""`task.scratchpad` on the regular class tasks: the answer shows its working, then the class."""
 
 import jax
 import numpy as np
@@ -26,14 +26,29 @@ def test_the_scratchpad_shows_each_term_and_sum_then_the_value(expression, answe
     assert answer[-1] == TASKS["modular_arithmetic"]().solve(expression)  # the value is last
 
 
-def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41():
-    tok = Tokenizer()
-    batch = SCRATCHPAD.sample(jax.random.PRNGKey(3), 400, 1, 41)
+@pytest.mark.parametrize(
+    "name, text, answer",
+    [
+        ("parity_check", "1011", "11011"),  # the parity so far, then the class
+        ("even_pairs", "0110", "01100"),  # the parity of the changes so far
+        ("cycle_navigation", "2202", "12122"),  # the place reached so far: +1 +1 -1 +1
+    ],
+)
+def test_the_regular_tasks_show_where_they_stand_after_each_symbol(name, text, answer):
+    assert TASKS[name](scratchpad=True).solve(text) == answer
+    assert answer[-1] == TASKS[name]().solve(text)
+
+
+@pytest.mark.parametrize("name", ["parity_check", "even_pairs", "cycle_navigation",
+                                  "modular_arithmetic"])  # fmt: skip
+def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name):
+    task, tok = TASKS[name](scratchpad=True), Tokenizer()
+    batch = task.sample(jax.random.PRNGKey(3), 400, 1, 41)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
-    assert lengths.max() == 41 and tgt_out.shape[1] == 41 + 2  # working, value, <eos>
+    assert lengths.max() == 41 and tgt_out.shape[1] == 41 + 2  # working, class, <eos>
     for s, o in zip(src, tgt_out):
-        assert tok.decode(o) == SCRATCHPAD.solve(tok.decode(s))
+        assert tok.decode(o) == task.solve(tok.decode(s))
 
 
 def test_coupled_positions_put_each_working_symbol_under_its_input_symbol():
@@ -50,6 +65,6 @@ def test_coupled_positions_put_each_working_symbol_under_its_input_symbol():
 def test_coupled_positions_on_bare_modular_arithmetic_are_refused_naming_the_scratchpad():
     bare = TASKS["modular_arithmetic"]()
     coupled = SCHEMES["coupled"]
-    with pytest.raises(JabError, match=r"modular_arithmetic \(with task\.scratchpad=true\)"):
+    with pytest.raises(JabError, match=r"with task\.scratchpad=true: parity_check, even_pairs, "):
         coupled.check_pair(coupled, bare)
     coupled.check_pair(coupled, SCRATCHPAD)  # with it, accepted
