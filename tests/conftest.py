@@ -35,20 +35,39 @@ runtime.configure()
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, worker_id):
     """A folder holding runs/tiny: a tiny copy model trained for 300 steps by `jab train`
-    (shared by the session's workers: tests write nothing under its runs/)."""
-    from jabrun import TINY, jab, once
+    (shared by the session's workers: tests write nothing under its runs/), run in this
+    process, which then holds its compiled programs."""
+    from jabrun import TINY, jab_here, once
 
     def train(cwd: Path) -> str:
-        return jab("train", *TINY, "--steps", "300", "--out", "runs/tiny", cwd=cwd).stdout
+        return jab_here("train", *TINY, "--steps", "300", "--out", "runs/tiny", cwd=cwd).stdout
 
     return once(tmp_path_factory, worker_id, "trained", train)[0]
 
 
-# The longest tests (a study's worker processes, a notebook's kernel, a Ray cluster, four
-# devices) first: pytest-xdist hands tests out in this order, so its workers end together
-# rather than one waiting on the other's last long test.
-LONGEST_FIRST = ("test_study.py", "test_notebook.py", "test_sharding.py")
+# pytest-xdist hands out whole files (--dist loadfile, pyproject.toml) in the order of
+# their tests: the longest files first (a study's worker processes and Ray clusters, the
+# models' compilations, ...), the files of one long test (four devices, a notebook's
+# kernel) before the short ones, so that the two workers end together rather than one
+# waiting on the other's last long file. Files not named here come after these.
+LONGEST_FIRST = (
+    "test_study.py",
+    "test_cli.py",
+    "test_model.py",
+    "test_runs.py",
+    "test_tasks.py",
+    "test_positions.py",
+    "test_logging.py",
+    "test_seeds.py",
+    "test_sharding.py",
+    "test_notebook.py",
+    "test_packing.py",
+    "test_api.py",
+    "test_file_task.py",
+    "test_bad_input.py",
+)
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable otherwise
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable otherwise

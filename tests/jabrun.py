@@ -40,6 +40,9 @@ TINY = [
     "--set",
     "train.target_seq_acc=1.0",
 ]
+# The same as KEY=VALUE settings, for a test that trains from Python a model shaped as the
+# session's tiny run, whose programs are then in the session's compilation cache.
+TINY_SETS = [TINY[i + 1] for i, arg in enumerate(TINY) if arg == "--set"]
 
 
 def env() -> dict:

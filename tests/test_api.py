@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jabrun import env
+from jabrun import TINY_SETS, env
 from jabrun import jab_here as cli
 
 import jabcli as jab
@@ -69,8 +69,7 @@ def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again
     from jabcli import training
     from jabcli.experiment import resolve
 
-    sets = {"task.max_len": 5, "task.alphabet": "0123", "model.d_model": 32, "model.d_ff": 64,
-            "model.num_layers": 1, "train.batch_size": 32, "train.eval_every": 50}  # fmt: skip
+    sets = dict(setting.split("=", 1) for setting in TINY_SETS)  # programs compiled already
     run = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "api")
     assert run.path == tmp_path / "api" and run.metrics()[-1]["step"] == 50
     assert json.loads(cli("eval", "--run", "api", "--json", cwd=tmp_path).stdout)["step"] == 50
@@ -90,7 +89,7 @@ def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again
     ]
     same = [f"{k}={v}" for k, v in sets.items()]
     assert resolve("copy", sets=same, steps=50) == resolve("copy", sets=same, steps=50)
-    assert resolve("copy", sets=same) != resolve("copy", sets=[*same, "model.d_ff=32"])
+    assert resolve("copy", sets=same) != resolve("copy", sets=[*same, "model.d_ff=64"])
 
 
 def test_api_mistakes_raise_jab_error_with_the_command_lines_message(tmp_path):
@@ -108,10 +107,10 @@ def test_api_arguments_are_checked_as_the_command_line_checks_them(tmp_path):
 
 
 def test_ctrl_c_in_the_api_saves_the_run_and_raises_instead_of_returning(tmp_path):
+    tiny = dict(setting.split("=", 1) for setting in TINY_SETS)
     script = (
         "import jabcli as jab\n"
-        "jab.train('copy', steps=100000, overrides={'task.max_len': 5, 'model.d_model': 16,"
-        " 'model.d_ff': 32, 'model.num_layers': 1, 'train.log_every': 10}, out='r')\n"
+        f"jab.train('copy', steps=100000, overrides={tiny!r}, out='r')\n"
         "print('carried on')\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env(),

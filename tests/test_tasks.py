@@ -334,6 +334,8 @@ def test_eval_and_compare_by_default_stop_at_the_longest_input_hints_can_number(
 def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_listed(
     monkeypatch, capsys, tmp_path
 ):
+    from jabrun import TINY_SETS
+
     from jabcli import cli, registry, session, tasks
 
     class Echo(tasks.Copy):
@@ -341,10 +343,7 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
         description = "Say it again: 31 -> 31"
 
     monkeypatch.setitem(registry.TASKS, "echo", Echo)
-    tiny = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=4"]
-    experiment = resolve(
-        "echo", sets=[*tiny, "train.batch_size=8", "train.eval_samples=8"], steps=2
-    )
+    experiment = resolve("echo", sets=TINY_SETS, steps=2)  # the tiny copy run's programs
     assert isinstance(experiment.task, Echo) and experiment.config.task.name == "echo"
     outcome = session.start(experiment, tmp_path / "run")
     assert outcome.step == 2 and (tmp_path / "run/checkpoints/manifest.json").exists()
