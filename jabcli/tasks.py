@@ -635,9 +635,15 @@ class CycleNavigation(Worked):
 
 
 @dataclass(frozen=True)
-class MissingDuplicate(Classify):
+class MissingDuplicate(Worked):
     """A binary string written twice with one symbol left out (`_`); the answer is the
-    symbol left out. Odd lengths end in a filler symbol `#` (the paper's format)."""
+    symbol left out. Odd lengths end in a filler symbol `#` (the paper's format).
+
+    Every other symbol is written twice, so the 1s number an odd count exactly when the
+    symbol left out is a 1: the answer is also the parity of the 1s. With
+    `task.scratchpad`, the working is that parity so far: 0110_110 -> 01000100 then 0.
+    Not the task's intended algorithm (matching each symbol with its twin), but one its
+    binary alphabet admits."""
 
     name = "missing_duplicate"
     level = "CS"
@@ -646,14 +652,14 @@ class MissingDuplicate(Classify):
     min_length = 2
 
     def check_input(self, text):
-        if self.solve(text) is None:
+        if self.value(text) is None:
             raise JabError(
                 f"missing_duplicate takes a binary string written twice with one symbol "
                 f"replaced by _ (and # after it when the length is odd), like 0110_110; "
                 f"got {text!r}"
             )
 
-    def solve(self, text):
+    def value(self, text):
         body = text[:-1] if len(text) % 2 else text
         half = len(body) // 2
         if (len(text) % 2 and text[-1] != "#") or not half or body.count("_") != 1:
@@ -687,6 +693,12 @@ class MissingDuplicate(Classify):
         missing = jnp.argmax((values == 2) & valid, axis=1)[:, None]
         other = jnp.where(missing < half, missing + half, missing - half)
         return jnp.take_along_axis(values, other, axis=1)[:, 0]
+
+    def shown(self, text):
+        return "".join(str(text[: i + 1].count("1") % 2) for i in range(len(text)))
+
+    def working(self, values, valid):
+        return jnp.cumsum((values == 1) & valid, axis=1) % 2
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ def test_the_scratchpad_shows_each_term_and_sum_then_the_value(expression, answe
         ("parity_check", "1011", "11011"),  # the parity so far, then the class
         ("even_pairs", "0110", "01100"),  # the parity of the changes so far
         ("cycle_navigation", "2202", "12122"),  # the place reached so far: +1 +1 -1 +1
+        ("missing_duplicate", "0110_110", "010001000"),  # the parity of the 1s so far
+        ("missing_duplicate", "10_0#", "111111"),  # the filler counts for nothing
     ],
 )
 def test_the_regular_tasks_show_where_they_stand_after_each_symbol(name, text, answer):
@@ -40,10 +42,10 @@ def test_the_regular_tasks_show_where_they_stand_after_each_symbol(name, text, a
 
 
 @pytest.mark.parametrize("name", ["parity_check", "even_pairs", "cycle_navigation",
-                                  "modular_arithmetic"])  # fmt: skip
+                                  "modular_arithmetic", "missing_duplicate"])  # fmt: skip
 def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name):
     task, tok = TASKS[name](scratchpad=True), Tokenizer()
-    batch = task.sample(jax.random.PRNGKey(3), 400, 1, 41)
+    batch = task.sample(jax.random.PRNGKey(3), 400, task.min_length, 41)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
     assert lengths.max() == 41 and tgt_out.shape[1] == 41 + 2  # working, class, <eos>
