@@ -292,7 +292,7 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
 
 def test_the_terminal_plot_marks_steps_with_whole_numbers():
     from jabcli.api.plots import Plot
-    from jabcli.cli.display import CurvesView
+    from jabcli.cli.pictures import CurvesView
     from jabcli.inspection.inspection import Curve
 
     curve = Curve("r", "eval_seq_acc", [50, 60, 70, 80, 90, 100], [0.1, 0.2, 0.4, 0.6, 0.8, 1.0])
@@ -609,7 +609,7 @@ def rendered(view, columns: int) -> list[str]:
 
 def test_the_chart_by_length_labels_round_lengths_evenly_spaced():
     """`jab eval --lengths 41-500`: 50 100 150 ..., not 41 65 89 113 145."""
-    from jabcli.cli.display import LengthChart
+    from jabcli.cli.tables import LengthChart
 
     per_length = {n: {"seq_acc": 0.0} for n in range(41, 501)}
     lines = rendered(LengthChart(per_length, (1, 16)), 100)
@@ -621,7 +621,7 @@ def test_the_chart_by_length_labels_round_lengths_evenly_spaced():
 
 def test_the_terminal_plot_marks_round_steps_and_keeps_its_legend_off_a_narrow_plot():
     from jabcli.api.plots import Plot
-    from jabcli.cli.display import CurvesView
+    from jabcli.cli.pictures import CurvesView
     from jabcli.inspection.inspection import Curve
 
     lengths = list(range(41, 501))

@@ -564,7 +564,7 @@ def shown_table(results: dict, columns: int) -> str:
 
     from rich.console import Console
 
-    from jabcli.cli.display import study_table
+    from jabcli.cli.tables import study_table
 
     out = Console(width=columns, file=io.StringIO(), no_color=True)
     out.print(study_table(results))

@@ -421,7 +421,7 @@ def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
     """An empty stack is an empty answer; "-" is a pop, and the mark of no reference."""
     from rich.console import Console
 
-    from jabcli.cli.display import predictions
+    from jabcli.cli.tables import predictions
 
     console = Console(width=80, record=True, color_system=None)
     rows = [{"input": "01--", "output": "", "expected": "", "correct": True},

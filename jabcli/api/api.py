@@ -148,7 +148,7 @@ def train(
     if notebook.in_notebook():
         view = notebook.NotebookView()
     else:
-        from jabcli.cli.display import TrainView
+        from jabcli.cli.live import TrainView
 
         view = TrainView()
     outcome = session.start(experiment, out, view)
@@ -317,7 +317,7 @@ def study(
     --gpus-per-cell G]`: train and measure every cell not measured yet, showing progress;
     returns the results. A cell that fails raises `JabError`, an interrupted study
     `KeyboardInterrupt` (run it again to resume)."""
-    from jabcli.cli.display import StudyView
+    from jabcli.cli.live import StudyView
     from jabcli.core import runtime
     from jabcli.studies import study_run
     from jabcli.studies.studies import read, slug

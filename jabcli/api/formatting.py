@@ -1,6 +1,6 @@
-"""The words and figures jab shows, as plain text: shared by the terminal (display.py),
-Jupyter (notebook.py) and the pictures (plots.py), so that each reads the same there.
-No Rich, no HTML: each caller styles them its own way."""
+"""The words and figures jab shows, as plain text: shared by the terminal (cli/live.py,
+tables.py), Jupyter (notebook.py) and the pictures (plots.py), so that each reads the same
+there. No Rich, no HTML: each caller styles them its own way."""
 
 from __future__ import annotations
 

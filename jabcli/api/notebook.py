@@ -1,7 +1,8 @@
 """What jab shows in Jupyter: the HTML of results, predictions, comparisons and
 attention, the pictures of curves (plots.py), and training's progress. The terminal's
-twin is display.py, and both say things in the words of formatting.py; the values come
-from the API (api.py), which calls these to render itself. No Rich here.
+twins are cli/live.py, tables.py and pictures.py, and all say things in the words of
+formatting.py; the values come from the API (api.py), which calls these to render itself.
+No Rich here.
 """
 
 from __future__ import annotations

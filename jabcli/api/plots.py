@@ -2,7 +2,7 @@
 `pip install 'jab[plots]'`): learning curves, a study's exact match by length, a
 comparison of runs by length. Vector SVG or PNG, proper axes, a marker at every step
 actually measured, a legend, and a group of seeds as its median with its min-max band.
-The terminal draws its own pictures (display.py); these never need a terminal.
+The terminal draws its own pictures (cli/pictures.py); these never need a terminal.
 """
 
 from __future__ import annotations

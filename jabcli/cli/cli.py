@@ -1,6 +1,6 @@
 """The `jab` command line: the I/O layer. Commands parse, call library code (session,
-inspection), print through display.py and choose exit codes; nothing else in jab prints
-or exits.
+inspection), print through the terminal's modules (display.py, live.py, tables.py,
+pictures.py) and choose exit codes; nothing else in jab prints or exits.
 
 JAX is imported inside the commands that need it, so `jab --help` starts instantly.
 """
@@ -8,12 +8,10 @@ JAX is imported inside the commands that need it, so `jab --help` starts instant
 from __future__ import annotations
 
 import contextlib
-import difflib
 import enum
 import importlib.util
 import json
 import os
-import re
 import shlex
 import sys
 import warnings
@@ -21,46 +19,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from jabcli import __version__
 from jabcli.cli.interrupt import interrupted
 from jabcli.cli.pipes import QuietStdout, reader_gone
+from jabcli.cli.workarounds import (
+    ClickException,
+    Command,
+    Group,
+    NoArgsIsHelpError,
+    NoSuchOption,
+    close_option,
+    plain_words,
+    quiet_broken_pipes,
+)
 from jabcli.core.errors import JabError, Note, suggest
-
-try:  # Typer >= 0.20 ships its own copy of Click
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
-except ImportError:  # pragma: no cover - older Typer depends on Click itself
-    from click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
-
-
-class PlainHelp:
-    """Help in the README's terms: nothing after a flag, `RUN...` for arguments (Typer
-    would write `--json <bool>`, `runs... <list[Path]>` and `{runs}...`)."""
-
-    def get_params(self, ctx):
-        params = super().get_params(ctx)
-        for param in params:
-            if getattr(param, "is_flag", False):
-                param.metavar = ""
-            elif isinstance(param, TyperArgument):
-                param.display_type_rich = lambda ctx: None  # its metavar says it
-        return params
-
-
-class Command(PlainHelp, TyperCommand):
-    def collect_usage_pieces(self, ctx) -> list[str]:
-        pieces = [self.options_metavar]
-        for param in self.get_params(ctx):
-            if isinstance(param, TyperArgument):
-                name = param.metavar or param.name.upper()
-                pieces.append(name if param.required else f"[{name}]")
-        return pieces
-
-
-class Group(PlainHelp, TyperGroup):
-    pass
-
 
 app = typer.Typer(
     cls=Group,
@@ -224,7 +197,8 @@ def tasks_command(
     ] = False,
 ) -> None:
     """List the built-in tasks."""
-    from jabcli.cli.display import commands, console, task_table
+    from jabcli.cli.display import commands, console
+    from jabcli.cli.tables import task_table
     from jabcli.core.config import TaskConfig, preset
     from jabcli.tasks.registry import TASKS
 
@@ -263,7 +237,8 @@ def runs_command(
     ] = False,
 ) -> None:
     """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
-    from jabcli.cli.display import console, runs_table, say
+    from jabcli.cli.display import console, say
+    from jabcli.cli.tables import runs_table
     from jabcli.inspection.listing import listing
     from jabcli.runs.runs import RUNS_DIR
 
@@ -356,7 +331,7 @@ def train(
         return
     if run is not None:
         raise JabError(f"unexpected argument {str(run)!r}; did you mean --resume {run}?")
-    from jabcli.cli.display import TrainView
+    from jabcli.cli.live import TrainView
     from jabcli.training import session
 
     configure_jax(no_cache)
@@ -390,7 +365,7 @@ def resume_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Continue a run from its newest valid checkpoint, with its saved config."""
-    from jabcli.cli.display import TrainView
+    from jabcli.cli.live import TrainView
     from jabcli.training import session
 
     configure_jax(no_cache)
@@ -399,7 +374,8 @@ def resume_command(
 
 def finish(training) -> None:
     """Train, then say how training ended; an interrupted run exits with 128 + the signal."""
-    from jabcli.cli.display import commands, console, say, summary
+    from jabcli.cli.display import commands, console, say
+    from jabcli.cli.tables import summary
     from jabcli.training.session import Interrupted
 
     try:
@@ -417,7 +393,7 @@ def finish(training) -> None:
     records = [r for r in outcome.runs[0].read_metrics() if "eval_seq_acc" in r]
     if len(records) >= 2:  # how held-out exact match rose, in a few lines
         from jabcli.api.plots import Plot
-        from jabcli.cli.display import CurvesView
+        from jabcli.cli.pictures import CurvesView
         from jabcli.inspection.inspection import curve
 
         console.print(CurvesView(Plot([curve(outcome.path, "eval_seq_acc")]), height=8))
@@ -464,7 +440,8 @@ def eval_command(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Measure a run on fresh held-out data: accuracy overall and by length."""
-    from jabcli.cli.display import console, decoding, eval_report
+    from jabcli.cli.display import console, decoding
+    from jabcli.cli.tables import eval_report
     from jabcli.inspection import inspection
     from jabcli.runs.runs import open_runs
 
@@ -529,7 +506,8 @@ def compare(
 ) -> None:
     """Put several runs' accuracy at each input length side by side."""
     from jabcli.api import api, plots
-    from jabcli.cli.display import comparison, console, decoding, say
+    from jabcli.cli.display import console, decoding, say
+    from jabcli.cli.tables import comparison
     from jabcli.inspection import inspection
     from jabcli.runs.runs import open_runs
 
@@ -574,7 +552,8 @@ def predict(
 
     jab predict - < inputs.txt answers every line of a file.
     """
-    from jabcli.cli.display import console, predictions
+    from jabcli.cli.display import console
+    from jabcli.cli.tables import predictions
 
     lines = [(f"line {n}: ", line) for n, line in stdin_lines()] if "-" in texts else []
     given = [each for text in texts for each in (lines if text == "-" else [("", text)])]
@@ -633,7 +612,8 @@ def show_attention(
     no_cache: NoCacheOption = False,
 ) -> None:
     """Draw what the model attends to while answering one input."""
-    from jabcli.cli.display import attention_view, save_picture, say, show_picture
+    from jabcli.cli.display import say
+    from jabcli.cli.pictures import attention_view, save_picture, show_picture
 
     check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
@@ -679,7 +659,8 @@ def curves(
     """Draw how a metric moved during training, for one or several runs."""
     from jabcli.api import api
     from jabcli.api.plots import Plot
-    from jabcli.cli.display import CurvesView, say, show_picture
+    from jabcli.cli.display import say
+    from jabcli.cli.pictures import CurvesView, show_picture
 
     check_save(save, PLOT_FILES)
     view = CurvesView(Plot(api.curves(runs, metric)))
@@ -778,7 +759,9 @@ def study_run_command(
 ) -> None:
     """Train and measure every cell of a study file, each a run folder of the study."""
     from jabcli.api import plots
-    from jabcli.cli.display import StudyView, commands, console, say, study_table
+    from jabcli.cli.display import commands, console, say
+    from jabcli.cli.live import StudyView
+    from jabcli.cli.tables import study_table
     from jabcli.studies import studies, study_run
 
     if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
@@ -861,7 +844,9 @@ def study_show_command(
 ) -> None:
     """Show a study's table (cells x lengths) and its plot of exact match by length."""
     from jabcli.api.formatting import STUDY_METRICS, study_markdown
-    from jabcli.cli.display import console, say, show_picture, study_curves, study_table
+    from jabcli.cli.display import console, say
+    from jabcli.cli.pictures import show_picture, study_curves
+    from jabcli.cli.tables import study_table
     from jabcli.studies import studies
 
     if as_json and markdown:
@@ -912,7 +897,7 @@ PLOT_FILES = (".svg", ".png", ".html")
 def save_plot(view, save: Path) -> None:
     """Write a plot: .svg and .png drawn by matplotlib, .html as the terminal draws it."""
     from jabcli.api import plots
-    from jabcli.cli.display import save_picture
+    from jabcli.cli.pictures import save_picture
 
     if save.suffix.lower() == ".html":
         save_picture(view, save)
@@ -942,9 +927,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     sys.stdout = QuietStdout(sys.stdout)  # print() too, before Click turns EPIPE into exit 1
     cli = typer.main.get_command(app)
-    from rich.console import Console
-
-    Console.on_broken_pipe = broken_pipe  # Typer's help console too
+    quiet_broken_pipes()  # Typer's help console too
     try:
         with notes_on_stderr():
             code = cli.main(args, prog_name="jab", standalone_mode=False)
@@ -977,12 +960,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def broken_pipe(console) -> None:
-    """Rich exits 1 when stdout's reader goes away; jab lets main() exit 0, as other
-    Unix tools do (`jab tasks | head -1` under `set -o pipefail`)."""
-    raise BrokenPipeError
-
-
 def named_command(cli, args: list[str]) -> str:
     """'jab study run' for `jab study run s.yaml --ray`: the commands that args name."""
     path, group = ["jab"], cli
@@ -993,36 +970,6 @@ def named_command(cli, args: list[str]) -> str:
         path.append(arg)
         group = sub
     return " ".join(path)
-
-
-# Typer checks option values with pydantic, whose words are a programmer's.
-PLAIN_WORDS = (
-    (r"^(Invalid value for [^:]+: )Value error, ", r"\1"),
-    (r"\.$", ""),  # Click's sentences end in one; the help pointer follows
-    (r"Input should be a valid integer.*", "expected a whole number"),
-    (r"Input should be a valid number.*", "expected a number"),
-    (r"Input should be greater than or equal to (\S+)", r"must be at least \1"),
-    (r"Input should be less than or equal to (\S+)", r"must be at most \1"),
-)
-
-
-def plain_words(message: str) -> str:
-    for pattern, words in PLAIN_WORDS:
-        message = re.sub(pattern, words, message)
-    return message
-
-
-def close_option(name: str, ctx) -> str:
-    """' (did you mean '--task'?)' when one of the command's options is close to `name`,
-    compared without the dashes (with them, '--lr' would be close to '--help')."""
-    options = {
-        opt.lstrip("-"): opt
-        for param in ctx.command.get_params(ctx)
-        for opt in param.opts
-        if opt.startswith("--")
-    }
-    close = difflib.get_close_matches(name.lstrip("-"), list(options), n=1)
-    return f" (did you mean {options[close[0]]!r}?)" if close else ""
 
 
 @contextlib.contextmanager

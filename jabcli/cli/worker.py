@@ -1,5 +1,5 @@
 """A study cell's worker process: `python -m jabcli.cli.worker STUDY_DIR CELL` runs
-`study_run.work` on one cell. Its events go to stdout as JSON lines for the driver, notes
+`cell_job.work` on one cell. Its events go to stdout as JSON lines for the driver, notes
 and errors to stderr (the study's logs/ folder), one line each; its exit status says how
 it ended (0 measured, 130/143 interrupted, 1 failed)."""
 
@@ -21,7 +21,8 @@ def main() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     from jabcli.cli.pipes import QuietStdout
     from jabcli.core.errors import JabError
-    from jabcli.studies.study_run import die_with_parent, work
+    from jabcli.studies.cell_job import work
+    from jabcli.studies.local import die_with_parent
 
     die_with_parent()
     sys.stdout = QuietStdout(sys.stdout)  # a driver gone is no reason to lose the cell
