@@ -1,8 +1,9 @@
 """Where jab works around its command-line frameworks (Typer, Click under it, Rich), in one
 place, each with why it is needed, so that a new Typer or Rich is checked here first:
 
-- Click's exception classes come from Typer's private copy of Click (`typer._click`),
-  since Typer 0.20 no longer uses the installed Click; jab catches them to print one line.
+- Click's exception classes come from `typer._click`, a private module: Typer 0.20 and
+  later ship their own copy of Click and raise its exceptions, which jab catches to print
+  one line.
 - `Command` and `Group` override Typer's help: no type after a flag, and a plain metavar
   for an argument, where Typer's Rich help would display its Python type.
 - `quiet_broken_pipes` replaces Rich's exit on a closed stdout with an exception that
@@ -18,8 +19,8 @@ import re
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-# Typer >= 0.20 ships its own copy of Click, and raises that copy's exceptions: the
-# installed click's classes would never match. Its path is private, hence the fallback.
+# Typer >= 0.20 ships its own copy of Click and raises that copy's exceptions, which the
+# installed click's classes (another package may bring one) do not match.
 try:
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
 except ImportError:  # pragma: no cover - older Typer depends on Click itself
