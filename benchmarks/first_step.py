@@ -3,7 +3,7 @@
     python benchmarks/first_step.py [--task reverse]
 
 Imports jab, turns on the persistent compilation cache the way `jab train` does
-(`jabcli.runtime.configure()`, so JAB_NO_CACHE=1 and XDG_CACHE_HOME apply), builds the
+(`jabcli.core.runtime.configure()`, so JAB_NO_CACHE=1 and XDG_CACHE_HOME apply), builds the
 task preset's Experiment, and runs the jitted `train_chunk` for one step. It prints one JSON
 line, seconds since this script's first line, as soon as that step's result is ready;
 the parent process measures the interpreter start on top of that.
@@ -24,14 +24,14 @@ def main() -> None:
     parser.add_argument("--task", default="reverse")
     args = parser.parse_args()
 
-    from jabcli import runtime
+    from jabcli.core import runtime
 
     runtime.configure()
     import jax
     import jax.numpy as jnp
 
-    from jabcli.experiment import resolve
-    from jabcli.training import Trainer
+    from jabcli.model.experiment import resolve
+    from jabcli.training.training import Trainer
 
     imported = time.perf_counter()
     trainer = Trainer(resolve(args.task))

@@ -135,7 +135,7 @@ def net(spans: list[tuple[float, float]], minus: list[tuple[float, float]]) -> f
 def profile_child(run: str) -> None:
     """One `jab predict` in this process, with timers; prints one JSON line. Run under
     `python -X importtime` by `profile`."""
-    from jabcli import runtime
+    from jabcli.core import runtime
 
     runtime.hold_collections()  # as the jab process does, before its imports
     imports: list[tuple[float, float]] = []
@@ -168,7 +168,9 @@ def profile_child(run: str) -> None:
 
         setattr(owner, name, staticmethod(timed) if isinstance(owner, type) else timed)
 
-    from jabcli import __main__, checkpoints, experiment
+    from jabcli import __main__
+    from jabcli.model import experiment
+    from jabcli.training import checkpoints
 
     timer(checkpoints, "repaired", "read the checkpoint")
     timer(checkpoints, "chosen", "read the checkpoint")

@@ -72,10 +72,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from jabcli.decode import greedy_decode, greedy_decode_full
-from jabcli.experiment import Experiment, resolve
-from jabcli.tokenizer import EOS_ID, Tokenizer
-from jabcli.training import Trainer, init, update
+from jabcli.core.tokenizer import EOS_ID, Tokenizer
+from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
+from jabcli.model.experiment import Experiment, resolve
+from jabcli.training.training import Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
@@ -860,7 +860,7 @@ def bench_decode_long(sizes: Sizes) -> dict:
     model.eval()
     with torch.no_grad():
         model.lm_head.bias[EOS_ID] = -1e9
-    from jabcli.decode import decode_rows, width_for
+    from jabcli.evaluation.decode import decode_rows, width_for
 
     def throughput(length: int, rows: int = 16) -> dict:
         src = np.asarray(experiment.sample(jax.random.PRNGKey(length), rows, length, length).src)
@@ -912,7 +912,7 @@ LOGGERS = ("none", "tensorboard", "wandb")
 
 
 def bench_logging(sizes: Sizes) -> dict:
-    from jabcli import session
+    from jabcli.training import session
 
     os.environ.setdefault("WANDB_MODE", "offline")
     speeds: dict[str, list[float]] = {name: [] for name in LOGGERS}

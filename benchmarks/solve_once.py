@@ -3,7 +3,7 @@
     python benchmarks/solve_once.py --task copy --seed 0 [--steps N] [--set key=value ...]
 
 Times `Trainer(experiment).run()`, compilation included, with the persistent
-compilation cache off (`jabcli.runtime.configure(no_cache=True)`), and prints one JSON
+compilation cache off (`jabcli.core.runtime.configure(no_cache=True)`), and prints one JSON
 line. Each run gets its own process so that no run reuses another's compiled code.
 """
 
@@ -22,13 +22,13 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[])
     args = parser.parse_args()
 
-    from jabcli import runtime
+    from jabcli.core import runtime
 
     runtime.configure(no_cache=True)
     import jax
 
-    from jabcli.experiment import resolve
-    from jabcli.training import Trainer
+    from jabcli.model.experiment import resolve
+    from jabcli.training.training import Trainer
 
     experiment = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)
     start = time.perf_counter()

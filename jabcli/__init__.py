@@ -1,6 +1,6 @@
 """jab: train small Transformers on algorithmic toy tasks and look at what they learned.
 
-From Python (see jabcli/api.py): `import jabcli as jab`, then `jab.train(...)`,
+From Python (see jabcli/api/api.py): `import jabcli as jab`, then `jab.train(...)`,
 `jab.load(...)`; loaded lazily, so that `jab --help` imports no JAX.
 """
 
@@ -26,7 +26,7 @@ API = (
 
 def __getattr__(name: str):
     if name in API:
-        from jabcli import api
+        from jabcli.api import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'jabcli' has no attribute {name!r}")

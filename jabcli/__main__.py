@@ -17,13 +17,13 @@ import signal
 
 
 def main() -> None:
-    from jabcli.interrupt import on_sigint
+    from jabcli.cli.interrupt import on_sigint
 
     signal.signal(signal.SIGINT, on_sigint)
-    from jabcli import runtime
+    from jabcli.core import runtime
 
     runtime.hold_collections()
-    from jabcli.cli import main as cli_main
+    from jabcli.cli.cli import main as cli_main
 
     try:
         cli_main()

@@ -27,7 +27,7 @@ os.environ.pop("JAB_DEBUG", None)  # in-process calls (jab_here) too print one l
 
 # In-process tests compile through the same cache as the subprocesses and the other worker
 # (the command line turns it on the same way, for the whole process, on its first call).
-from jabcli import runtime  # noqa: E402  (after XLA_FLAGS and the cache folder are set)
+from jabcli.core import runtime  # noqa: E402  (after XLA_FLAGS and the cache folder are set)
 
 runtime.configure()
 

@@ -57,7 +57,7 @@ def jab_here(
     """`jab ARGS` run by `cli.main` in this process, in folder `cwd`, its output `columns`
     wide (as COLUMNS sets it for a pipe), reading `stdin`; stdout, stderr and the exit
     status as a subprocess would give them."""
-    from jabcli import cli, display
+    from jabcli.cli import cli, display
 
     out, err = io.StringIO(), io.StringIO()
     data = stdin.encode() if isinstance(stdin, str) else stdin

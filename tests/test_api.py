@@ -66,8 +66,8 @@ def run_metrics(trained):
 def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again_at_once(
     tmp_path,
 ):
-    from jabcli import training
-    from jabcli.experiment import resolve
+    from jabcli.model.experiment import resolve
+    from jabcli.training import training
 
     sets = dict(setting.split("=", 1) for setting in TINY_SETS)  # programs compiled already
     run = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "api")
@@ -207,7 +207,7 @@ def test_api_predict_can_answer_the_good_inputs_and_name_the_bad_ones(trained):
 
 
 def test_api_study_runs_its_cells_on_ray_as_jab_study_run_ray_does(tmp_path, monkeypatch):
-    from jabcli import study_run
+    from jabcli.studies import study_run
 
     class Started(Exception):
         pass

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from jabrun import env, jab, jab_here
 
-from jabcli import runs
-from jabcli.errors import JabError
-from jabcli.experiment import resolve
+from jabcli.core.errors import JabError
+from jabcli.model.experiment import resolve
+from jabcli.runs import runs
 
 RUN = "runs/tiny"
 
@@ -366,7 +366,7 @@ def test_a_run_too_big_for_memory_is_refused_before_it_allocates(sets, lower, tm
 
 def test_a_model_too_big_is_refused_before_its_position_table_is_made(tmp_path, monkeypatch):
     """With a d_model of a million, the sinusoidal table alone would take gigabytes."""
-    from jabcli import positions
+    from jabcli.model import positions
 
     def never(*args):
         raise AssertionError("the table was made")
@@ -386,7 +386,8 @@ def test_lengths_whose_decoding_cannot_fit_one_input_are_refused_before_decoding
 ):
     """Decoding takes a chunk of inputs at a time, however many there are; an input too
     long for memory even alone is refused with the memory it needs, before any work."""
-    from jabcli import decode, memory
+    from jabcli.core import memory
+    from jabcli.evaluation import decode
 
     def never(*args, **kwargs):
         raise AssertionError("decoding started")

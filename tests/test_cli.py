@@ -36,7 +36,7 @@ def test_eval_prints_a_table_by_length(trained):
 
 
 def test_predict_marks_answers_against_the_reference(trained):
-    from jabcli import api
+    from jabcli.api import api
 
     out = jab_here("predict", "0123", "3 2 1", "--run", "runs/tiny", cwd=trained).stdout
     rows = api.load(trained / "runs/tiny").predict(["0123", "321"])
@@ -291,9 +291,9 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
 
 
 def test_the_terminal_plot_marks_steps_with_whole_numbers():
-    from jabcli.display import CurvesView
-    from jabcli.inspection import Curve
-    from jabcli.plots import Plot
+    from jabcli.api.plots import Plot
+    from jabcli.cli.pictures import CurvesView
+    from jabcli.inspection.inspection import Curve
 
     curve = Curve("r", "eval_seq_acc", [50, 60, 70, 80, 90, 100], [0.1, 0.2, 0.4, 0.6, 0.8, 1.0])
     drawn = re.sub(r"\x1b\[[0-9;]*m", "", CurvesView(Plot([curve])).draw(100, colours=False))
@@ -304,7 +304,7 @@ def test_the_terminal_plot_marks_steps_with_whole_numbers():
 
 
 def test_a_saved_curve_marks_the_steps_measured_and_draws_nothing_between_evaluations(trained):
-    from jabcli import api, plots
+    from jabcli.api import api, plots
 
     run = trained / "runs" / "tiny"
     measured = [
@@ -321,7 +321,8 @@ def test_a_saved_curve_marks_the_steps_measured_and_draws_nothing_between_evalua
 def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_still_saves(
     trained, tmp_path, monkeypatch, capsys
 ):
-    from jabcli import api, cli
+    from jabcli.api import api
+    from jabcli.cli import cli
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if never installed
     monkeypatch.chdir(trained)
@@ -409,7 +410,7 @@ def test_jab_tasks_and_help_answer_without_importing_jax():
     """Importing JAX takes most of a second: commands that compute nothing skip it."""
     probe = (
         "import sys\n"
-        "from jabcli.cli import main\n"
+        "from jabcli.cli.cli import main\n"
         "for argv in (['tasks'], ['tasks', '--json'], ['--help'], ['train', '--help']):\n"
         "    try:\n"
         "        main(argv)\n"
@@ -550,7 +551,7 @@ def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
 def test_a_plot_jab_draws_leaves_a_notebooks_matplotlib_backend_as_it_was(trained):
     import matplotlib
 
-    from jabcli import api, plots
+    from jabcli.api import api, plots
 
     before = matplotlib.get_backend()
     matplotlib.use("svg")  # as a notebook sets its own (inline) backend
@@ -608,7 +609,7 @@ def rendered(view, columns: int) -> list[str]:
 
 def test_the_chart_by_length_labels_round_lengths_evenly_spaced():
     """`jab eval --lengths 41-500`: 50 100 150 ..., not 41 65 89 113 145."""
-    from jabcli.display import LengthChart
+    from jabcli.cli.tables import LengthChart
 
     per_length = {n: {"seq_acc": 0.0} for n in range(41, 501)}
     lines = rendered(LengthChart(per_length, (1, 16)), 100)
@@ -619,9 +620,9 @@ def test_the_chart_by_length_labels_round_lengths_evenly_spaced():
 
 
 def test_the_terminal_plot_marks_round_steps_and_keeps_its_legend_off_a_narrow_plot():
-    from jabcli.display import CurvesView
-    from jabcli.inspection import Curve
-    from jabcli.plots import Plot
+    from jabcli.api.plots import Plot
+    from jabcli.cli.pictures import CurvesView
+    from jabcli.inspection.inspection import Curve
 
     lengths = list(range(41, 501))
     curves = [Curve(name, "eval_seq_acc", lengths, [0.5] * len(lengths)) for name in "ab"]
@@ -637,8 +638,8 @@ def test_the_terminal_plot_marks_round_steps_and_keeps_its_legend_off_a_narrow_p
 
 def test_a_saved_loss_within_a_decade_labels_its_log_axis_with_plain_numbers():
     """A loss from 4.2 to 0.6: 0.6 ... 4, not 6x10^-1 ... 4x10^0."""
-    from jabcli import plots
-    from jabcli.inspection import Curve
+    from jabcli.api import plots
+    from jabcli.inspection.inspection import Curve
 
     steps = list(range(0, 300, 25))
     losses = [4.2 * 0.84**i for i in range(len(steps))]
@@ -699,7 +700,7 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     assert "encoder attention, layer 1" in drawn
     # Queries: 0 1 2 3 <eos>, then the five slots, each with the token it wrote.
     assert len(re.findall(r"^│\s*□", drawn, re.M)) == 5 and "□ = an answer slot" in drawn
-    from jabcli import api
+    from jabcli.api import api
 
     picture = api.load(tmp_path / "runs/e").attention("0123", layer=0)
     assert picture.kind == "encoder" and picture.weights.shape == (4, 10, 10)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from jabrun import jab_here
 
-from jabcli.datafile import DataFile, FileTask
-from jabcli.errors import JabError
-from jabcli.experiment import resolve
-from jabcli.tokenizer import Tokenizer
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import Tokenizer
+from jabcli.model.experiment import resolve
+from jabcli.tasks.datafile import DataFile, FileTask
 
 SMALL = [
     "--set",

@@ -9,7 +9,7 @@ import struct
 import pytest
 from jabrun import TINY, jab_here
 
-from jabcli import loggers
+from jabcli.runs import loggers
 
 pytest.importorskip("tensorboardX")
 SHORT = [*TINY, "--steps", "60", "--set", "train.log_every=20", "--set", "train.eval_every=40"]
@@ -202,7 +202,7 @@ def test_a_resumed_group_continues_each_seeds_own_wandb_run(tmp_path, monkeypatc
 
 
 def test_jab_export_refuses_a_run_that_is_being_written(tmp_path):
-    from jabcli.runs import Run
+    from jabcli.runs.runs import Run
 
     jab_here("train", *SHORT, "--out", "r", cwd=tmp_path)
     with Run(tmp_path / "r").lock():  # as a training process holds it

@@ -5,13 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jabcli.config import ModelConfig
-from jabcli.decode import greedy_decode, greedy_decode_full
-from jabcli.errors import JabError
-from jabcli.experiment import resolve
-from jabcli.model import build
-from jabcli.positions import SCHEMES, get_scheme, sinusoidal_encoding
-from jabcli.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.core.config import ModelConfig
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
+from jabcli.model.experiment import resolve
+from jabcli.model.model import build
+from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
 
 VOCAB = 20
 
@@ -181,7 +181,7 @@ def test_looped_layers_share_their_weights_and_compute_deeper():
     deeper, looped_attention = looped.forward(params, None, src, tgt)
     assert not np.allclose(logits, deeper, atol=1e-3)
     assert looped_attention.cross.shape[0] == 3 * attention.cross.shape[0]  # one per pass
-    from jabcli.training import Trainer
+    from jabcli.training.training import Trainer
 
     trainer = Trainer(resolve("copy", sets=LOOPED))
     state, metrics = trainer.chunk(trainer.state, jnp.asarray(3, jnp.int32))
@@ -201,8 +201,8 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
     one before (XLA rewrites arithmetic on constants)."""
     import dataclasses
 
-    from jabcli import training
-    from jabcli.config import TrainConfig
+    from jabcli.core.config import TrainConfig
+    from jabcli.training import training
 
     tr = dataclasses.replace(
         TrainConfig(), steps=steps, warmup_steps=warmup, learning_rate=learning_rate
@@ -236,7 +236,7 @@ def test_a_looped_models_flop_count_counts_every_pass():
     the passes it misses, so two passes through a layer cost about what two layers do
     (a little less: the optimizer updates half of the layers' parameters); one pass
     counted alone would be about half."""
-    from jabcli import training
+    from jabcli.training import training
 
     looped = training.compiled(resolve("copy", sets=LOOPED))
     deep = training.compiled(resolve("copy", sets=[*SMALL_BATCH, "model.num_layers=2"]))
@@ -252,7 +252,7 @@ ENCODER_FORM = ["model.arch=encoder", "model.d_model=32", "model.d_ff=64", "mode
 def encoder_form(task="reverse", *sets, scale=3):
     """An encoder-form experiment, its weights `scale` times those it starts with (larger,
     so that answers vary from slot to slot), and a batch of it."""
-    from jabcli.training import init
+    from jabcli.training.training import init
 
     experiment = resolve(task, sets=[*ENCODER_FORM, *sets])
     params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
@@ -269,8 +269,8 @@ def keys_read(experiment, src, tgt_in) -> np.ndarray:
 
 
 def test_the_encoder_form_answers_every_symbol_in_one_pass_from_empty_slots():
-    from jabcli.decode import one_pass_decode
-    from jabcli.encoder_only import SLOT_ID
+    from jabcli.evaluation.decode import one_pass_decode
+    from jabcli.model.encoder_only import SLOT_ID
 
     experiment, params, batch = encoder_form()
     forward = jax.jit(experiment.model.forward)
@@ -316,7 +316,7 @@ def test_the_encoder_forms_slots_depend_on_the_input_alone_never_on_the_answers_
     """stack_manipulation's answers are of any length up to the task's longest: every
     input of a length gets as many slots as the longest answer to it has tokens, and the
     model writes <eos> where its answer ends."""
-    from jabcli.training import training_rows
+    from jabcli.training.training import training_rows
 
     experiment = resolve("stack_manipulation", sets=ENCODER_FORM)
     rows = training_rows(experiment, jax.random.PRNGKey(0), jax.random.PRNGKey(1))
@@ -376,7 +376,7 @@ def test_the_encoder_form_refuses_a_scheme_that_pairs_source_and_answer_position
 
 
 def test_the_encoder_form_trains_looped_pre_norm_with_dropout_and_several_seeds_at_once():
-    from jabcli.training import Trainer
+    from jabcli.training.training import Trainer
 
     more = ["model.num_layers=1", "model.loops=2", "model.norm=pre", "model.dropout=0.1",
             "train.seeds=2"]  # fmt: skip

@@ -1,14 +1,14 @@
-"""Packing two training examples into one row of the batch (jabcli/packing.py) makes
+"""Packing two training examples into one row of the batch (jabcli/training/packing.py) makes
 steps cheaper without changing what any example computes."""
 
 import jax
 import numpy as np
 import pytest
 
-from jabcli import packing
-from jabcli.experiment import resolve
-from jabcli.packing import Rows
-from jabcli.training import cross_entropy, init, rows_logits, training_rows
+from jabcli.model.experiment import resolve
+from jabcli.training import packing
+from jabcli.training.packing import Rows
+from jabcli.training.training import cross_entropy, init, rows_logits, training_rows
 
 # One layer: the masks that keep two examples of a row apart are those of every layer.
 SMALL = ["model.d_model=32", "model.d_ff=64", "model.num_heads=2", "model.num_layers=1",

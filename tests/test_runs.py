@@ -16,7 +16,7 @@ import pytest
 import yaml
 from jabrun import TINY, env, interrupt_after, jab_here
 
-from jabcli.errors import JabError
+from jabcli.core.errors import JabError
 
 # Long enough for a signal sent at its second to fifth log line (steps 50-125) to land
 # part-way, with a second or more to spare: a tiny model trains about 500 steps a second.
@@ -109,7 +109,7 @@ def test_predict_falls_back_to_the_newest_valid_checkpoint_and_says_so(three_che
 
 def test_the_api_warns_of_a_damaged_checkpoint_it_passes_over(three_checkpoints):
     import jabcli as jab
-    from jabcli.errors import Note
+    from jabcli.core.errors import Note
 
     truncate(three_checkpoints / "run", 300)
     with pytest.warns(Note, match="step-00000300.npz is corrupted .* using step 200"):
@@ -192,9 +192,9 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
 
 
 def test_a_second_ctrl_c_says_whether_the_run_was_kept(three_checkpoints, monkeypatch):
-    from jabcli import session, training
-    from jabcli.experiment import Experiment
-    from jabcli.runs import Run
+    from jabcli.model.experiment import Experiment
+    from jabcli.runs.runs import Run
+    from jabcli.training import session, training
 
     def second_ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt  # as StopRequest raises it, here while compiling
@@ -300,7 +300,8 @@ def test_kill_9_mid_training_leaves_a_run_that_evaluates_and_resumes(tmp_path):
 def test_jab_eval_never_draws_from_a_stream_training_uses():
     import jax
 
-    from jabcli import inspection, training
+    from jabcli.inspection import inspection
+    from jabcli.training import training
 
     for seed in (0, 1, 7):
         root = jax.random.PRNGKey(seed)
@@ -326,7 +327,7 @@ def edit_config(run: Path, change) -> None:
     ids=["reordered-vocab", "model-section-removed", "alphabet-edited"],
 )
 def test_a_hand_edited_run_config_is_refused_naming_the_file(trained, tmp_path, change):
-    from jabcli import inspection
+    from jabcli.inspection import inspection
 
     run = tmp_path / "run"
     shutil.copytree(trained / "runs/tiny", run)
@@ -336,7 +337,7 @@ def test_a_hand_edited_run_config_is_refused_naming_the_file(trained, tmp_path, 
 
 
 def test_extending_steps_is_the_one_config_edit_a_checkpoint_accepts(trained, tmp_path):
-    from jabcli import inspection
+    from jabcli.inspection import inspection
 
     run = tmp_path / "run"
     shutil.copytree(trained / "runs/tiny", run)
@@ -345,7 +346,7 @@ def test_extending_steps_is_the_one_config_edit_a_checkpoint_accepts(trained, tm
 
 
 def test_a_hand_edited_manifest_step_is_refused(trained, tmp_path):
-    from jabcli import inspection
+    from jabcli.inspection import inspection
 
     run = tmp_path / "run"
     shutil.copytree(trained / "runs/tiny", run)
@@ -379,7 +380,7 @@ def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_p
         assert not run.exists()
     else:  # training had begun: it stopped at its first step with a checkpoint that loads
         assert "Interrupted at step" in out
-        from jabcli import inspection
+        from jabcli.inspection import inspection
 
         assert inspection.load(run).step == newest_step(run)
 
@@ -421,8 +422,10 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     """The parameters' names and shapes, which loading a checkpoint checks against, are
     kept beside the compilation cache: a second `jab predict` reads them, a run of
     another config gets its own, and a damaged entry is found again, never trusted."""
-    from jabcli import checkpoints, inspection, runtime, training
-    from jabcli.runs import Run
+    from jabcli.core import runtime
+    from jabcli.inspection import inspection
+    from jabcli.runs.runs import Run
+    from jabcli.training import checkpoints, training
 
     monkeypatch.setattr(runtime, "caching", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # not the cache other tests share
@@ -675,7 +678,7 @@ def test_a_ctrl_c_in_the_chunk_that_reaches_the_target_ends_the_run_at_its_targe
     not called interrupted (whose 'Resume with' a plain resume would then refuse)."""
     import os
 
-    from jabcli import session
+    from jabcli.training import session
 
     class CtrlCAtTheTarget(session.Observer):
         def evaluated(self, results):

@@ -4,10 +4,10 @@ import jax
 import numpy as np
 import pytest
 
-from jabcli.errors import JabError
-from jabcli.positions import SCHEMES
-from jabcli.registry import TASKS
-from jabcli.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from jabcli.model.positions import SCHEMES
+from jabcli.tasks.registry import TASKS
 
 SCRATCHPAD = TASKS["modular_arithmetic"](scratchpad=True)
 

@@ -206,8 +206,9 @@ def test_a_group_resume_says_which_step_it_resumes_from_and_what_it_drops(group,
 
 
 def test_a_seed_whose_config_was_edited_is_refused_alike_by_eval_and_resume(group, tmp_path):
-    from jabcli import inspection, session
-    from jabcli.errors import JabError
+    from jabcli.core.errors import JabError
+    from jabcli.inspection import inspection
+    from jabcli.training import session
 
     shutil.copytree(group / "g", tmp_path / "g")
     config = tmp_path / "g/seed-1/config.yaml"

@@ -15,8 +15,8 @@ def chunk_losses(seeds: int) -> list[list[float]]:
     the sharded chunks that Trainer.run feeds, without evaluation."""
     import jax.numpy as jnp
 
-    from jabcli.experiment import resolve
-    from jabcli.training import Trainer
+    from jabcli.model.experiment import resolve
+    from jabcli.training.training import Trainer
 
     sets = ["task.max_len=6", "model.d_model=32", "model.d_ff=64", "model.num_layers=1",
             "train.batch_size=16", "train.log_every=10"]  # fmt: skip
@@ -32,7 +32,7 @@ def chunk_losses(seeds: int) -> list[list[float]]:
 ON_4_DEVICES = """
 import json, sys, jax
 sys.path.insert(0, sys.argv[1])
-from jabcli import runtime
+from jabcli.core import runtime
 runtime.configure()
 from test_sharding import chunk_losses
 print(json.dumps({"devices": jax.device_count(), "losses": [chunk_losses(1), chunk_losses(4)]}))

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from jabrun import interrupt_when, jab, jab_here, once
 
-from jabcli.errors import JabError
-from jabcli.studies import read
+from jabcli.core.errors import JabError
+from jabcli.studies.studies import read
 
 ROOT = Path(__file__).resolve().parent.parent
 # studies/smoke.yaml with one encoding, randomized (positions drawn at random, so that
@@ -137,8 +137,8 @@ KEYS_WHEN_STUDIES_BEGAN = {
 def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(tmp_path):
     """Keys added since studies began (task.modulus, model.loops) are left out of a cell's
     spec at their defaults: the spec is the digest of the config as jab wrote it then."""
-    from jabcli import studies
-    from jabcli.config import Config
+    from jabcli.core.config import Config
+    from jabcli.studies import studies
 
     now = Config().to_dict()
     added = {(part, key) for part, keys in now.items() for key in keys}
@@ -365,7 +365,7 @@ def test_changing_only_how_a_study_measures_keeps_every_cells_training(smoke, tm
 
 
 def test_a_study_measured_before_specs_left_out_the_bins_stays_measured(smoke, tmp_path):
-    from jabcli import studies
+    from jabcli.studies import studies
 
     study = copy_of_smoke(smoke, tmp_path)
     folder = tmp_path / "runs/smoke"
@@ -411,7 +411,7 @@ def test_a_ctrl_c_after_every_cell_ended_interrupts_nothing(smoke, tmp_path):
     import os
     import signal
 
-    from jabcli import study_run
+    from jabcli.studies import study_run
 
     # One cell to measure again (one worker), the other left as it was.
     copy_only = SMOKE_TEXT.replace("[copy, reverse]", "[copy]")
@@ -564,7 +564,7 @@ def shown_table(results: dict, columns: int) -> str:
 
     from rich.console import Console
 
-    from jabcli.display import study_table
+    from jabcli.cli.tables import study_table
 
     out = Console(width=columns, file=io.StringIO(), no_color=True)
     out.print(study_table(results))
@@ -608,7 +608,7 @@ def spread(values: list[int]) -> dict:
 def test_the_longest_length_at_half_over_an_even_number_of_seeds_is_a_whole_length():
     """Two seeds answering half of the inputs up to lengths 1 and 2: the median of 1.5 is
     no length; the table (and its JSON) say 1, the lower of the two."""
-    from jabcli.studies import measured
+    from jabcli.studies.studies import measured
 
     def seed(longest: int) -> dict:
         return {"per_length": {str(n): {"seq_acc": 1.0 if n <= longest else 0.0}

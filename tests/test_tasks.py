@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jabcli.errors import JabError
-from jabcli.experiment import resolve
-from jabcli.inspection import Loaded, default_lengths
-from jabcli.registry import TASKS
-from jabcli.tasks import Hinted, draw_hints
-from jabcli.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
+from jabcli.inspection.inspection import Loaded, default_lengths
+from jabcli.model.experiment import resolve
+from jabcli.tasks.registry import TASKS
+from jabcli.tasks.tasks import Hinted, draw_hints
 
 # Every built-in task, and each option that changes its answers.
 VARIANTS = [(name, {}) for name in TASKS] + [
@@ -131,7 +131,7 @@ def test_brackets_draw_products_as_often_as_sums_with_mult_and_never_without(mul
 
 
 def test_predict_takes_products_from_a_run_with_mult_and_refuses_them_without():
-    from jabcli.inspection import encode_inputs
+    from jabcli.inspection.inspection import encode_inputs
 
     with_mult = resolve("modular_arithmetic_brackets", sets=["task.mult=true"])
     src = encode_inputs(Loaded(None, with_mult, None, 0), ["(2*(3+4))"])
@@ -154,7 +154,7 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
     paper's Transformer's."""
     from pathlib import Path
 
-    from jabcli import studies
+    from jabcli.studies import studies
 
     study = studies.read(Path(__file__).resolve().parent.parent / "studies" / file)
     expected = {
@@ -336,7 +336,9 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
 ):
     from jabrun import TINY_SETS
 
-    from jabcli import cli, registry, session, tasks
+    from jabcli.cli import cli
+    from jabcli.tasks import registry, tasks
+    from jabcli.training import session
 
     class Echo(tasks.Copy):
         name = "echo"
@@ -362,7 +364,7 @@ def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
     JAX). The two must agree, or an option would be unsettable or differently defaulted."""
     import dataclasses
 
-    from jabcli.config import TaskConfig
+    from jabcli.core.config import TaskConfig
 
     keys = {f.name: f for f in dataclasses.fields(TaskConfig)}
     declared = set()
@@ -381,7 +383,7 @@ def test_a_classification_task_trains_evaluates_and_answers_one_class_symbol(tmp
     decoder writes the class and <eos>, at any input length."""
     from jabrun import jab_here
 
-    from jabcli import api
+    from jabcli.api import api
 
     small = ["--set", "model.d_model=16", "--set", "model.d_ff=32", "--set",
              "model.num_layers=1", "--set", "train.eval_every=40"]  # fmt: skip
@@ -398,7 +400,7 @@ def test_a_classification_task_trains_evaluates_and_answers_one_class_symbol(tmp
 def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_marks_it():
     """symbol_acc is the paper's per-token accuracy: a wrong class is 0 (not the half
     token_acc gives for its right <eos>); a stack's end marker counts like a symbol."""
-    from jabcli.evaluate import score
+    from jabcli.evaluation.evaluate import score
 
     tok = Tokenizer()
 
@@ -419,7 +421,7 @@ def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
     """An empty stack is an empty answer; "-" is a pop, and the mark of no reference."""
     from rich.console import Console
 
-    from jabcli.display import predictions
+    from jabcli.cli.tables import predictions
 
     console = Console(width=80, record=True, color_system=None)
     rows = [{"input": "01--", "output": "", "expected": "", "correct": True},

@@ -1,7 +1,7 @@
 import pytest
 
-from jabcli.errors import JabError
-from jabcli.tokenizer import BOS_ID, DATA_CHARS, EOS_ID, PAD_ID, Tokenizer
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import BOS_ID, DATA_CHARS, EOS_ID, PAD_ID, Tokenizer
 
 
 def test_encode_then_decode_gives_back_the_text():

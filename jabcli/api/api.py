@@ -1,0 +1,457 @@
+"""jab from Python, for notebooks and scripts: the calls the command line itself makes
+(session, inspection), returning values that render themselves in Jupyter.
+
+    import jabcli as jab
+    run = jab.train("reverse", steps=600, overrides={"model.d_model": 64})
+    run = jab.load("runs/reverse-20261130-101500")    # a run, or a group of seeds
+    result = run.evaluate(lengths=(1, 32), samples=200)  # accuracy, per_length, mistakes
+    run.predict(["12345"])                               # answers, right or wrong
+    attn = run.attention("12345", kind="cross", layer=-1)  # numpy weights, token labels
+    run.metrics()                                        # the rows of metrics.jsonl
+    run.curve("eval_seq_acc")                            # a picture in Jupyter
+    jab.compare([run_a, run_b], lengths=(1, 32))         # exact match by length, side by side
+    jab.curves([run_a, run_b], "loss")                   # several runs' curves overlaid
+    study = jab.study("studies/smoke.yaml")              # jab study run: a grid of runs
+    study = jab.load_study("runs/smoke")                 # its table and plot in Jupyter
+
+Training shows its progress in place in a notebook. Mistakes raise `JabError` with the
+message the command line prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
+from jabcli.core.errors import JabError, whole
+from jabcli.inspection import inspection
+from jabcli.runs import runs
+
+__all__ = [
+    "Attention",
+    "Comparison",
+    "Curves",
+    "JabError",
+    "Predictions",
+    "Result",
+    "Run",
+    "compare",
+    "curves",
+    "load",
+    "train",
+]
+
+
+def paths_of(runs_given: Any, what: str) -> list[Path]:
+    """Runs given as paths or `Run`s; a single one (a string, a path, a Run) is a list of
+    one, as the command line takes `jab curves RUN`."""
+    if isinstance(runs_given, (str, Path, Run)):
+        runs_given = [runs_given]
+    try:
+        items = list(runs_given)
+    except TypeError:
+        raise JabError(f"{what} takes run folders or Runs, got {runs_given!r}") from None
+    found = []
+    for item in items:
+        if isinstance(item, Run):
+            found.append(item.path)
+        elif isinstance(item, (str, Path)):
+            found.append(Path(item))
+        else:
+            raise JabError(f"{what} takes run folders or Runs, got {item!r}")
+    return found
+
+
+def path_of(value: Any, what: str) -> Path | None:
+    """A path given as a string or a Path (None: the default), else the error naming `what`."""
+    if value is None or isinstance(value, Path):
+        return value
+    if isinstance(value, str):
+        return Path(value)
+    raise JabError(f"{what} takes a path (a string or a Path), got {value!r}")
+
+
+def input_texts(value: Any) -> list[str]:
+    """`run.predict`'s inputs: one string (one input, not characters) or strings."""
+    example = "like run.predict('12345') or run.predict(['12', '345'])"
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, bytearray)):
+        raise JabError(f"inputs are strings of the task's symbols, {example}; got {value!r}")
+    texts = list(value)
+    for text in texts:
+        if not isinstance(text, str):
+            raise JabError(f"inputs are strings of the task's symbols, {example}; got {text!r}")
+    if not texts:
+        raise JabError(f"give at least one input, {example}")
+    return texts
+
+
+def length_range(value: Any) -> tuple[int | None, int | None]:
+    """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
+    if isinstance(value, str):
+        return inspection.parse_lengths(value, "lengths")
+    if type(value) is int:
+        return value, value
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        if all(v is None or type(v) is int for v in value):  # None: the run's own bound
+            return value[0], value[1]
+    raise JabError(f"lengths takes (shortest, longest), '1-32' or one length, got {value!r}")
+
+
+def checkpoint_name(value: Any) -> str:
+    """`jab eval --checkpoint`: best, latest or a step (an int here too)."""
+    if type(value) is int and value >= 0:
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise JabError(f"checkpoint takes 'best', 'latest' or a step number, got {value!r}")
+
+
+def train(
+    task: str,
+    steps: int | None = None,
+    seed: int | None = None,
+    seeds: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+) -> Run:
+    """`jab train --task TASK [--steps] [--seed] [--seeds] [--set KEY=VALUE]... [--out]`,
+    with a progress bar (in a notebook too); returns the trained run."""
+    from jabcli.api import notebook
+    from jabcli.core import runtime
+    from jabcli.model.experiment import resolve
+    from jabcli.training import session
+
+    if not isinstance(task, (str, Path)):
+        raise JabError(f"task takes a task name, a task YAML file or file:PATH, got {task!r}")
+    if overrides is not None and not (
+        isinstance(overrides, dict) and all(isinstance(key, str) for key in overrides)
+    ):
+        raise JabError(
+            f"overrides takes a dict of config keys and values, like {{'model.d_model': 64}}, "
+            f"got {overrides!r}"
+        )
+    for value, name, least in ((steps, "steps", 1), (seed, "seed", 0), (seeds, "seeds", 1)):
+        if value is not None:  # named as here, not as the command line's --steps
+            whole(value, name, least)
+    out = path_of(out, "out")
+    runtime.configure()
+    sets = [f"{key}={value}" for key, value in (overrides or {}).items()]
+    experiment = resolve(str(task), None, sets, steps, seed, seeds)
+    if notebook.in_notebook():
+        view = notebook.NotebookView()
+    else:
+        from jabcli.cli.live import TrainView
+
+        view = TrainView()
+    outcome = session.start(experiment, out, view)
+    if outcome.interrupted_by is not None:  # a script must not carry on as if trained
+        raise KeyboardInterrupt(
+            f"training interrupted at step {outcome.step}; checkpoint saved in "
+            f"{outcome.path}; resume with: jab resume {outcome.path}"
+        )
+    return Run(outcome.path)
+
+
+def load(path: str | Path | None = None) -> Run:
+    """A saved run or group of seeds (default: the newest under runs/)."""
+    return Run(runs.open_runs(path_of(path, "load"))[0])
+
+
+@dataclass
+class Run:
+    """A run folder, or a group of seeds, and what can be asked of it."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, (str, Path)):
+            raise JabError(f"Run takes a run folder (a string or a Path), got {self.path!r}")
+        self.path = Path(self.path)
+        runs.open_runs(self.path)  # a clear error now if it is not a run
+
+    def evaluate(
+        self,
+        lengths: tuple[int | None, int | None] | None = None,
+        samples: int | None = None,
+        each_length: bool | None = None,
+        checkpoint: str = "latest",
+        seed: int = 1,
+        force_length: bool = False,
+    ) -> Result:
+        """Held-out accuracy, as `jab eval`: over the training lengths, or `samples`
+        (200 by default) at every length in `lengths`; with `each_length=False`, `samples`
+        (1000 by default) drawn over `lengths`. A group's figures are median [min-max].
+        `force_length` adds `forced_seq_acc`: exact match with each answer's true length
+        imposed on decoding."""
+        from jabcli.core import runtime
+
+        runtime.configure()
+        each_length = lengths is not None if each_length is None else each_length
+        if samples is None:
+            samples = SAMPLES_PER_LENGTH if each_length else SAMPLES
+        whole(samples, "samples", 1)
+        whole(seed, "seed", 0)
+        low, high = length_range(lengths) if lengths is not None else (None, None)
+        path, loaded = inspection.load_runs(self.path, checkpoint_name(checkpoint))
+        return Result(
+            inspection.evaluate_runs(
+                path, loaded, samples, low, high, seed, each_length, force_length
+            )
+        )
+
+    def predict(
+        self, texts: str | list[str], checkpoint: str = "latest", skip_bad: bool = False
+    ) -> Predictions:
+        """Answers to `texts` (one input, or a list), each marked against the task's
+        reference, as `jab predict`. An input the run cannot take raises `JabError`; with
+        `skip_bad`, it is left out of the rows and named in `skipped` ({its index in
+        `texts`: why})."""
+        from jabcli.core import runtime
+
+        texts = input_texts(texts)
+        runtime.configure()
+        loaded = inspection.load(self.path, checkpoint_name(checkpoint))
+        skipped = inspection.input_errors(loaded, texts) if skip_bad else {}
+        good = [text for i, text in enumerate(texts) if i not in skipped]
+        return Predictions(inspection.predict(loaded, good) if good else [], skipped)
+
+    def attention(
+        self,
+        text: str | None = None,
+        kind: str | None = None,
+        layer: int = -1,
+        checkpoint="latest",
+    ) -> Attention:
+        """One layer's attention while answering `text` (default: a random held-out
+        input), as `jab show-attention`; `kind` None is cross-attention, or a
+        model.arch=encoder run's only one, "encoder"; `layer` -1 is the last."""
+        from jabcli.core import runtime
+
+        if text is not None and not isinstance(text, str):
+            raise JabError(f"attention takes one input string, like '12345', got {text!r}")
+        if type(layer) is not int:
+            raise JabError(f"layer must be a whole number (-1 for the last), got {layer!r}")
+        runtime.configure()
+        loaded = inspection.load(self.path, checkpoint_name(checkpoint))
+        model = loaded.experiment.config.model
+        layers = model.num_layers * model.loops  # with loops, a layer per pass
+        if not -layers <= layer < layers:
+            raise JabError(
+                f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"
+            )
+        picture = inspection.attention(loaded, text, kind)
+        return Attention(
+            picture.kind,
+            picture.input,
+            picture.answer,
+            picture.expected,
+            layer % layers,
+            np.asarray(picture.weights[layer]),
+            picture.rows,
+            picture.cols,
+        )
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The records of metrics.jsonl (of a group: its first seed's)."""
+        return runs.open_runs(self.path)[1][0].read_metrics()
+
+    def curve(self, metric: str = "loss") -> Curves:
+        """A metric by step (a group: median, min and max), as `jab curves` draws it."""
+        return curves([self.path], metric)
+
+
+def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss") -> Curves:
+    """`jab curves`: a metric by step for each run (a group: median, min and max),
+    drawn as one picture in Jupyter."""
+    found = paths_of(paths, "curves")
+    if not found:
+        raise JabError("curves takes one or more run folders")
+    return Curves([inspection.curve(p, metric) for p in found])
+
+
+def compare(
+    paths: list[str | Path | Run],
+    lengths: tuple[int, int] | None = None,
+    samples: int = SAMPLES_PER_LENGTH,
+    checkpoint: str = "latest",
+    seed: int = 1,
+) -> Comparison:
+    """`jab compare`: several runs' (or groups') exact match at every length in
+    `lengths` (default: from the shortest training length to twice the longest), on the
+    same held-out inputs."""
+    from jabcli.core import runtime
+
+    runtime.configure()
+    found = paths_of(paths, "compare")
+    if len(found) < 2:
+        raise JabError("compare takes two or more run folders")
+    whole(samples, "samples", 1)
+    loaded = [inspection.load_runs(p, checkpoint_name(checkpoint)) for p in found]
+    if lengths is not None:
+        lengths = length_range(lengths)
+    else:
+        lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
+    return Comparison(
+        Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))
+        for path, seeds in loaded
+    )
+
+
+def study(
+    file: str | Path,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    cpus_per_cell: float = 1.0,
+    gpus_per_cell: float = 0.0,
+) -> StudyResults:
+    """`jab study run FILE [--out DIR] [--workers N] [--ray ADDRESS --cpus-per-cell C
+    --gpus-per-cell G]`: train and measure every cell not measured yet, showing progress;
+    returns the results. A cell that fails raises `JabError`, an interrupted study
+    `KeyboardInterrupt` (run it again to resume)."""
+    from jabcli.cli.live import StudyView
+    from jabcli.core import runtime
+    from jabcli.studies import study_run
+    from jabcli.studies.studies import read, slug
+
+    file, out = path_of(file, "study"), path_of(out, "out")
+    if file is None:
+        raise JabError("study takes a study file, like 'studies/smoke.yaml'")
+    if workers is not None:
+        whole(workers, "workers", 1)
+    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
+        raise JabError("cpus_per_cell and gpus_per_cell go with ray")
+    if ray is not None:
+        if not isinstance(ray, str):
+            raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
+        if workers is not None:
+            raise JabError("workers is for this machine; with ray the cluster decides")
+        if not (amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)):
+            raise JabError(
+                "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
+                f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
+            )
+    runtime.configure()
+    found = read(file)
+    out = out if out is not None else Path("runs") / slug(found.name)
+    summary = study_run.run(found, out, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell)
+    if summary.interrupted_by is not None:
+        raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
+    if summary.failed:
+        names = ", ".join(repr(name) for name in summary.failed)
+        raise JabError(f"cells {names} of {out} failed (logs in {out}/logs)")
+    return load_study(out)
+
+
+def amount(value: Any) -> bool:
+    """Whether `value` is a finite number of zero or more (of CPUs, of GPUs)."""
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
+
+
+def load_study(path: str | Path) -> StudyResults:
+    """A study folder's results: what `jab study show --json` prints."""
+    from jabcli.studies.studies import table
+
+    found = path_of(path, "load_study")
+    if found is None:
+        raise JabError("load_study takes a study folder, like 'runs/smoke'")
+    return StudyResults(table(found))
+
+
+class StudyResults(dict):
+    """`jab study show --json` as a dict (its `cells` hold every figure); in Jupyter, the
+    table by length bins and the plot of exact match by length."""
+
+    def _repr_html_(self) -> str:
+        from jabcli.api.notebook import study_html
+
+        return study_html(self)
+
+
+class Result(dict):
+    """What `jab eval --json` prints, as a dict, shown in Jupyter as a table with bars."""
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython: not every example
+        printer.text(
+            f"Result(run={self['run']!r}, step={self['step']}, seq_acc={self['seq_acc']:.4f}, "
+            f"token_acc={self['token_acc']:.4f}, lengths {self['min_len']}-{self['max_len']}, "
+            f"keys: {', '.join(self)})"
+        )
+
+    def _repr_html_(self) -> str:
+        from jabcli.api.notebook import result_html
+
+        return result_html(self)
+
+
+class Comparison(list):
+    """`jab compare`'s results, one `Result` per run; in Jupyter, a table by length."""
+
+    def _repr_html_(self) -> str:
+        from jabcli.api.notebook import comparison_html
+
+        return comparison_html(self)
+
+
+class Predictions(list):
+    """`jab predict`'s rows (input, output, expected, correct), as an HTML table;
+    `skipped`: the inputs `skip_bad` left out, {index: why}."""
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), skipped: dict[int, str] | None = None):
+        super().__init__(rows)
+        self.skipped = skipped or {}
+
+    def _repr_html_(self) -> str:
+        from jabcli.api.notebook import predictions_html
+
+        return predictions_html(self)
+
+
+class Curves(list):
+    """`jab curves`'s curves (inspection.Curve: name, metric, steps, values, and for a
+    group the band low-high); in Jupyter, one picture."""
+
+    def _repr_svg_(self) -> str | None:
+        from jabcli.api.notebook import curves_svg
+
+        return curves_svg(self)
+
+    def _repr_html_(self) -> str | None:  # only when there is no picture: how to get one
+        from jabcli.api.notebook import missing_plots
+
+        return missing_plots()
+
+
+@dataclass
+class Attention:
+    """One layer's attention weights [heads, queries, keys], with the tokens that label
+    the queries (`rows`) and keys (`cols`); in Jupyter, a heatmap per head whose cells
+    show their weight on hover."""
+
+    kind: str
+    input: str
+    answer: str
+    expected: str | None  # the task's reference answer, if it has one
+    layer: int
+    weights: np.ndarray
+    rows: list[str]
+    cols: list[str]
+
+    @property
+    def verdict(self) -> str:
+        if self.expected is None:
+            return "no reference answer"
+        return "right" if self.answer == self.expected else f"wrong, expected {self.expected}"
+
+    def _repr_html_(self) -> str:
+        from jabcli.api.notebook import attention_html
+
+        return attention_html(self)

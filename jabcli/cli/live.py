@@ -1,0 +1,250 @@
+"""The live views, redrawn in place while work runs: training's progress bar over its
+latest metrics and held-out figures (`TrainView`), and a study's bar over every cell with a
+line per running cell (`StudyView`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group
+from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from jabcli.api.formatting import (
+    percent,
+    plural,
+    spread,
+    study_figure,
+    training_header,
+)
+from jabcli.cli.display import console, live, say
+from jabcli.core.config import at_target
+from jabcli.training.session import Observer
+
+
+class Ending(TimeRemainingColumn):
+    """'ETA 0:01:15' while training runs; how it ended, once it has."""
+
+    def render(self, task) -> Text:
+        if task.fields.get("ended"):
+            return Text(task.fields["ended"])
+        return Text("ETA ") + super().render(task)
+
+
+class TrainView(Observer):
+    """Live view of a training run: a progress bar over the latest batch's metrics and
+    the latest held-out evaluation, side by side in two labelled columns. For a group of
+    seeds, every figure is the median [min-max] over the seeds."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[speed]}"),
+            Ending(),
+            console=console,
+        )
+        self.metrics: list[dict[str, Any]] = []  # the latest record of each seed
+        self.eval: list[dict[str, Any]] = []  # the latest evaluation of each seed
+        self.live: Live | None = None
+        self.target = 1.0
+
+    def note(self, message: str) -> None:
+        say(message)
+
+    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
+        cfg = experiment.config
+        self.target = cfg.train.target_seq_acc
+        say(training_header(experiment, path, parameters, flops))
+        self.bar = self.progress.add_task(
+            cfg.task.name, total=cfg.train.steps, completed=start_step, speed="", ended=""
+        )
+        self.live = live(self.render())
+        self.live.__enter__()
+
+    def end(self) -> None:
+        if self.live is not None:
+            self.live.update(self.render())
+            self.live.__exit__(None, None, None)
+            self.live = None
+            if not console.is_terminal:  # Live ends a terminal's last line, not a file's
+                console.line()
+
+    def render(self) -> Group:
+        m, ev = self.metrics, self.eval
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        table.add_column("", style="bold", overflow="fold")
+        table.add_column("training batch", justify="right", overflow="fold")
+        table.add_column("held-out", justify="right", overflow="fold")
+        table.add_row("step", cell(m[:1], "step", str), cell(ev[:1], "step", str))
+        table.add_row("loss", cell(m, "loss", "{:.4f}".format))
+        table.add_row("token acc", cell(m, "token_acc", percent), cell(ev, "token_acc", percent))
+        table.add_row("exact match", cell(m, "seq_acc", percent), cell(ev, "seq_acc", percent))
+        table.add_row("learning rate", cell(m[:1], "lr", "{:.2e}".format))
+        parts: list[Any] = [self.progress, table]
+        if len(ev) > 1:
+            reached = sum(at_target(e["seq_acc"], self.target) for e in ev)
+            parts.append(
+                Text(
+                    f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
+                    "figures are median [min-max] over seeds"
+                )
+            )
+        return Group(*parts)
+
+    def log(self, records: list[dict[str, Any]]) -> None:
+        self.metrics = records
+        first = records[0]
+        # The condition the Trainer stops on: this is the last record of the run.
+        reached = all(at_target(r.get("eval_seq_acc"), self.target) for r in records)
+        self.progress.update(
+            self.bar,
+            completed=first["step"],
+            speed=f"{first['steps_per_sec']:.0f} steps/s",
+            ended="target reached" if reached else "",
+        )
+        if reached:
+            self.progress.stop_task(self.bar)
+        self.live.update(self.render())
+
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        self.eval = results
+        first = results[0]
+        seeds = f", median [min-max] of {len(results)} seeds" if len(results) > 1 else ""
+        console.print(
+            f"step {first['step']:>6}  held-out: token acc "
+            f"{spread([r['token_acc'] for r in results])}, exact match "
+            f"{spread([r['seq_acc'] for r in results])} "
+            f"({plural(first['samples'], 'sample')}{seeds})",
+            markup=False,
+        )
+
+
+def cell(records: list[dict[str, Any]], key: str, show) -> Text | str:
+    """A figure of the latest records (one per seed), or '-' before there is one."""
+    if not records or key not in records[0]:
+        return "-"
+    return Text(spread([r[key] for r in records], show))
+
+
+class StudyView:
+    """Live view of a study: a bar over every cell's training steps with ETA, a line per
+    running cell (step, loss, held-out exact match) and a line per cell as it ends."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[cells]}"),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self.running: dict[str, dict[str, Any]] = {}
+        self.steps: dict[str, int] = {}  # each running cell's step, as last reported
+        self.live: Live | None = None
+
+    def begin(self, study, out, todo, workers: str) -> None:
+        self.total = len(study.cells)
+        self.done = self.total - len(todo)
+        self.bins = study.evaluation.bins
+        console.print(
+            Text.assemble(
+                "Study ",
+                (study.name, "bold"),
+                f" into {out}: {plural(self.total, 'cell')}, {plural(len(todo), 'cell')} to run, "
+                f"{workers}",
+            )
+        )
+        steps = sum(cell.config["train"]["steps"] for cell in todo)
+        self.bar = self.progress.add_task("steps", total=max(steps, 1), cells=self.count())
+        self.live = live(self.render())
+        self.live.__enter__()
+
+    def count(self) -> str:
+        return f"{self.done}/{self.total} cells"
+
+    def note(self, message: str) -> None:
+        console.print(message, markup=False, highlight=False)
+
+    def render(self) -> Group:
+        table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+        for column in ("running", "step", "loss", "held-out"):
+            table.add_column(
+                column, justify="left" if column == "running" else "right", overflow="fold"
+            )
+        for name, row in self.running.items():
+            table.add_row(
+                Text(name), row.get("step", "-"), row.get("loss", "-"), row.get("held-out", "-")
+            )
+        return Group(self.progress, table) if self.running else Group(self.progress)
+
+    def update(self) -> None:
+        self.progress.update(self.bar, cells=self.count())
+        if self.live is not None:
+            self.live.update(self.render())
+
+    def started(self, cell) -> None:
+        self.running[cell.name] = {"step": "starting"}
+        self.update()
+
+    def progress_of(self, cell, step: int) -> None:
+        before = self.steps.get(cell.name, 0)
+        self.progress.advance(self.bar, max(0, step - before))
+        self.steps[cell.name] = step
+
+    def event(self, cell, event: dict[str, Any]) -> None:
+        row = self.running.setdefault(cell.name, {})
+        kind = event.get("event")
+        if kind == "begin":
+            self.progress_of(cell, event["step"])
+            row["step"] = f"{event['step']}/{event['steps']}"
+        elif kind == "log":
+            self.progress_of(cell, event["step"])
+            row["step"] = f"{event['step']}/{cell.config['train']['steps']}"
+            row["loss"] = f"{event['loss']:.4f}"
+        elif kind == "eval":
+            row["held-out"] = percent(event["seq_acc"])
+        elif kind == "evaluating":
+            row["step"] = "measuring"
+        self.update()
+
+    def ended(self, cell, line: Text) -> None:
+        self.running.pop(cell.name, None)
+        self.progress_of(cell, cell.config["train"]["steps"])
+        console.print(line)
+        self.update()
+
+    def finished(self, cell, evaluation: dict[str, Any]) -> None:
+        from jabcli.studies.studies import bin_name, measured
+
+        self.done += 1
+        figures = measured(evaluation, self.bins)["bins"]
+        parts = ", ".join(
+            f"{bin_name(*b)} {study_figure(figures.get(bin_name(*b)))}" for b in self.bins
+        )
+        self.ended(cell, Text.assemble(("done ", "green"), (cell.name, "bold"), f": {parts}"))
+
+    def failed(self, cell, error: str) -> None:
+        self.ended(cell, Text.assemble(("failed ", "red"), (cell.name, "bold"), f": {error}"))
+
+    def stopped(self, cell) -> None:
+        self.running.pop(cell.name, None)
+        self.update()
+
+    def end(self) -> None:
+        if self.live is not None:
+            self.update()
+            self.live.__exit__(None, None, None)
+            self.live = None
+            if not console.is_terminal:
+                console.line()

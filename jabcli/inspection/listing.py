@@ -1,0 +1,157 @@
+"""`jab runs`: one row per run, and per group of seeds, read from the run folders' files
+alone (no JAX; of the checkpoints, only the newest is read, as a command loading it would
+check it), with the state each is in; a run whose newest checkpoint or config is damaged
+says what is wrong, and a folder jab made but cannot read is a row of its own saying why."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from jabcli.core.config import at_target
+from jabcli.core.errors import JabError
+from jabcli.runs.runs import RUNS_DIR, Mismatch, Run, runs_in
+from jabcli.training import checkpoints
+
+STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """What `jab runs` shows of one run."""
+    cfg, _ = run.load_config()
+    records = run.read_metrics()
+    try:
+        found = checkpoints.manifest(run)
+    except checkpoints.ManifestDamaged as err:
+        raise JabError(
+            f"{err}; loading the run (jab eval, predict, resume) rebuilds it from its "
+            "checkpoint files"
+        ) from None
+    listed = found["checkpoints"]
+    scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
+    step = listed[-1]["step"] if listed else 0
+    reached = bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
+    usable = listed[-1] if listed else None  # the checkpoint commands load
+    if run.is_running():
+        state = "running"
+    elif not listed:
+        state = "no checkpoint"
+    elif (damage := newest_damage(run, found)) is not None:
+        state = f"damaged: {damage[0]}"
+        usable = damage[1]
+    elif reached:
+        state = "target reached"
+    elif step >= cfg.train.steps:
+        state = "finished"
+    else:
+        state = "interrupted"
+    return {
+        "run": str(run.path),
+        "task": cfg.task.name,
+        "pos_encoding": cfg.model.positions,
+        "arch": cfg.model.arch,
+        "parameters": checkpoints.parameter_count(run, usable) if usable else None,
+        "flops_per_step": listed[-1].get("flops_per_step") if listed else None,
+        "seeds": 1,
+        "step": step,
+        "steps": cfg.train.steps,
+        "best_eval_seq_acc": max(scores) if scores else None,
+        "train_s": training_seconds(records),
+        "state": state,
+        "created": run.created,
+    }
+
+
+def newest_damage(run: Run, found: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+    """What is wrong with the newest checkpoint of `run` (listed in `found`, its
+    manifest), checked as loading it would, and the checkpoint commands use instead (None:
+    none); None when nothing is wrong."""
+    try:
+        checkpoints.load(run, found["checkpoints"][-1])
+        return None
+    except Mismatch as err:  # an edited config: refused, whichever checkpoint
+        return str(err), None
+    except JabError as err:
+        damage = str(err)
+    try:
+        fallback, _ = checkpoints.chosen(run, found, "latest", lambda _: None)
+    except JabError as err:  # no valid checkpoint left
+        return str(err), None
+    return f"{damage}; jab eval, predict and resume use step {fallback['step']}", fallback
+
+
+def training_seconds(records: list[dict[str, Any]]) -> float:
+    """Time spent training, over every session of a run: `elapsed_s` counts from the start
+    of its session, so each session adds its last value."""
+    total, last = 0.0, 0.0
+    for record in records:
+        elapsed = float(record.get("elapsed_s", 0.0))
+        if elapsed < last:  # a new session (a resume) began
+            total += last
+        last = elapsed
+    return total + last
+
+
+def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
+    """One summary per run, and per group of seeds (its seeds folded into one row, see
+    `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
+    whose files cannot be read."""
+    rows = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        path = root / path.name  # as the user typed the root
+        if not path.is_dir():
+            continue
+        try:
+            found = runs_in(path)
+            summaries = [summary(run) for run in found]
+        except JabError as err:  # shown, not hidden: the user should know it is there
+            rows.append(damaged(path, str(err)))
+            continue
+        if summaries:
+            grouped = found[0].path != path  # seed-N folders inside it
+            rows.append(fold(str(path), summaries) if grouped else summaries[0])
+    return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
+
+
+def damaged(path: Path, reason: str) -> dict[str, Any]:
+    """A `jab runs` row for a folder jab made but cannot read, with why."""
+    try:
+        created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
+    except OSError:
+        created = None
+    return {
+        "run": str(path),
+        "task": None,
+        "pos_encoding": None,
+        "arch": None,
+        "parameters": None,
+        "flops_per_step": None,
+        "seeds": None,
+        "step": None,
+        "steps": None,
+        "best_eval_seq_acc": None,
+        "train_s": None,
+        "state": f"damaged: {reason}",
+        "created": created,
+    }
+
+
+def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """A group's row: the fewest steps any seed has done, each seed's best held-out exact
+    match as a list, and the state of the seed furthest from done."""
+    best = [s["best_eval_seq_acc"] for s in seeds]
+    return {
+        **seeds[0],
+        "run": path,
+        "seeds": len(seeds),
+        "step": min(s["step"] for s in seeds),
+        "best_eval_seq_acc": best,
+        "train_s": max(s["train_s"] for s in seeds),
+        "state": min((s["state"] for s in seeds), key=order),
+    }
+
+
+def order(state: str) -> int:
+    """How far from done a state is: a damaged seed makes its group damaged."""
+    return -1 if state.startswith("damaged") else STATES.index(state)

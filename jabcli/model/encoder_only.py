@@ -1,0 +1,168 @@
+"""The paper's Transformer (Delétang et al. 2023): an encoder alone, which answers every
+symbol at once (`model.arch=encoder`).
+
+One sequence per example: the source's tokens (its symbols and <eos>), then one empty
+slot per answer token the task allows for that source (`Task.answer_width`: the longest
+answer and its <eos>), then padding. The encoder's output at slot j predicts the answer's
+token j: its symbols, then <eos>, then nothing the loss counts. Nothing is fed back, so
+an answer is one pass (`decode.one_pass_decode`): the likeliest token of every slot, cut
+at the first <eos>.
+
+The slots hold <bos>, which no source holds: the vocabulary, shared and saved with every
+run, needs no token of its own. How many slots a sequence has depends on its source
+alone, never on its answer, in training as in evaluation: the model is not told where
+its answer ends, it writes <eos> there.
+
+The encoder-decoder's interface is kept, so that training, scoring and evaluation need
+no branch: the forward pass takes (src, tgt_in) and returns logits [B, T, V] that tgt_out
+scores, reading only tgt_in's width T. Positions are the scheme's over the one sequence
+(`slot_positions`), handed over as the source's [B, S] and the slots' [B, T]. The layers,
+model.loops, dropout and pre/post norm are the encoder-decoder's encoder (model.py).
+Shapes: B batch, S source width, T answer width, N = S + T, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+
+from jabcli.core.config import ModelConfig
+from jabcli.core.errors import JabError
+from jabcli.core.tokenizer import BOS_ID, PAD_ID
+from jabcli.model.model import Attention, ModelFns, Transformer
+from jabcli.model.positions import PositionalScheme, counting
+from jabcli.tasks.tasks import Task
+
+SLOT_ID = BOS_ID  # an empty answer slot
+
+
+def answer_slots(task: Task, src: jax.Array, width: int) -> jax.Array:
+    """[B] the empty slots each source of src [B, S] gets: one per token of the longest
+    answer the task allows for it, <eos> included; at most `width`."""
+    return jnp.minimum(task.answer_width(task.symbol_counts(src)), width)
+
+
+def slotted(
+    src: jax.Array, src_positions: jax.Array, slots: jax.Array, slot_positions: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Sources [B, S] at `src_positions` [B, S], and `slots` [B] empty slots at the first
+    of `slot_positions` [B, T] -> the one sequence the encoder reads, ids [B, N] and
+    positions [B, N] (each source's tokens, its slots, padding at position 0), and where
+    each row's slot j is in it [B, T]."""
+    answer_width = slot_positions.shape[1]
+    width = src.shape[1] + answer_width
+    tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
+    column = jnp.arange(width)[None, :]
+    in_source = column < tokens
+    in_slots = ~in_source & (column < tokens + slots[:, None])
+    widened = ((0, 0), (0, answer_width))
+    ids = jnp.where(in_source, jnp.pad(src, widened), jnp.where(in_slots, SLOT_ID, PAD_ID))
+    slot = jnp.clip(column - tokens, 0, answer_width - 1)
+    at_slot = jnp.take_along_axis(slot_positions, jnp.broadcast_to(slot, ids.shape), axis=1)
+    positions = jnp.where(
+        in_source, jnp.pad(src_positions, widened), jnp.where(in_slots, at_slot, 0)
+    )
+    where = jnp.minimum(tokens + jnp.arange(answer_width)[None, :], width - 1)
+    return ids.astype(jnp.int32), positions.astype(jnp.int32), where
+
+
+def slot_positions(
+    key: jax.Array,
+    scheme: PositionalScheme,
+    task: Task,
+    src: jax.Array,
+    answer_width: int,
+    max_positions: int,
+) -> tuple[jax.Array, jax.Array]:
+    """The positions the encoder form reads for sources [B, S] and `answer_width` slot
+    columns: the scheme's draw for each whole sequence (its tokens and its slots: 0, 1,
+    2, ..., or for `randomized` sorted random positions), as the source's [B, S] and the
+    slots' [B, answer_width]."""
+    width = src.shape[1] + answer_width
+    if width > max_positions:  # static shapes: checked while tracing
+        raise JabError(
+            f"sequences of {width} tokens (input and answer slots) do not fit "
+            f"model.max_positions = {max_positions}"
+        )
+    tokens = jnp.sum(src != PAD_ID, axis=1)
+    drawn = scheme.draw(key, tokens + answer_slots(task, src, answer_width), width, max_positions)
+    where = jnp.minimum(tokens[:, None] + jnp.arange(answer_width)[None, :], width - 1)
+    return drawn[:, : src.shape[1]], jnp.take_along_axis(drawn, where, axis=1)
+
+
+def check_scheme(m: ModelConfig, scheme: PositionalScheme) -> None:
+    """Refuse what has no meaning with one sequence: a decoder's own encoding, or a scheme
+    that places source and answer side by side (its own `pair_positions`)."""
+    if m.tgt_pos_encoding:
+        raise JabError(
+            "model.arch=encoder has no decoder: set model.pos_encoding, not "
+            f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
+        )
+    if type(scheme).pair_positions is not PositionalScheme.pair_positions:
+        raise JabError(
+            f"model.pos_encoding={scheme.name} pairs the answer's positions with the input's, "
+            "and model.arch=encoder has one sequence; use another encoding with it"
+        )
+
+
+class EncoderOnly(hk.Module):
+    """Sources and empty answer slots through one encoder: src [B, S] and tgt_in [B, T]
+    (its width alone) -> (logits [B, T, V] of the answer's tokens, `Attention` whose
+    `encoder` is the self-attention over the whole sequence [layers, B, H, N, N]; it has
+    no decoder or cross-attention)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        scheme: PositionalScheme,
+        vocab_size: int,
+        slots: Callable[[jax.Array, int], jax.Array],
+        name: str | None = "encoder_only",
+    ):
+        super().__init__(name=name)
+        # The encoder-decoder's embedding, encoder and output layer; its decoder is never
+        # called, so it has no parameters.
+        self.transformer = Transformer(cfg, scheme, scheme, vocab_size)
+        self.slots = slots  # (src [B, S], T) -> [B] the slots each source gets
+
+    def __call__(
+        self,
+        src: jax.Array,
+        tgt_in: jax.Array,
+        is_training: bool = False,
+        src_positions: jax.Array | None = None,
+        tgt_positions: jax.Array | None = None,
+        src_segments: jax.Array | None = None,
+        tgt_segments: jax.Array | None = None,
+    ) -> tuple[jax.Array, Attention]:
+        """Positions are given for both sides (`slot_positions`) or for neither: then the
+        whole sequence is at 0, 1, 2, ... Rows are never packed (`Experiment.packs`)."""
+        if src_segments is not None or tgt_segments is not None:
+            raise ValueError("the encoder form trains on one example per row, never packed")
+        answer_width = tgt_in.shape[1]
+        slots = self.slots(src, answer_width)
+        if src_positions is None:
+            tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
+            src_positions = counting(*src.shape)
+            tgt_positions = tokens + counting(src.shape[0], answer_width)
+        ids, positions, where = slotted(src, src_positions, slots, tgt_positions)
+        x, weights = self.transformer.encode(ids, positions, is_training)
+        answers = jnp.take_along_axis(x, where[:, :, None], axis=1)
+        return self.transformer.to_logits(answers), Attention(weights, None, None)
+
+
+def build(cfg: ModelConfig, scheme: PositionalScheme, vocab_size: int, task: Task) -> ModelFns:
+    """Haiku-transform the encoder form, its slots sized by `task`. An answer is one pass
+    of `forward`: there is no incremental decoding, so `encode`, `init_cache` and
+    `decode_step` are None."""
+
+    def forward(src, tgt_in, **options):
+        model = EncoderOnly(cfg, scheme, vocab_size, functools.partial(answer_slots, task))
+        return model(src, tgt_in, **options)
+
+    transformed = hk.transform(forward)
+    return ModelFns(transformed.init, transformed.apply, None, None, None)

@@ -1,0 +1,512 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need", in Haiku.
+
+Read top to bottom: masks, attention, feed-forward, the two layer kinds, then the
+whole model. How positions enter is the positional scheme's business (positions.py):
+the model only asks it for vectors, rotations and score biases. Shapes use
+B = batch, S = source time, T = target time, D = d_model, H = heads, K = D / H.
+
+The decoder has one path. Given a key/value cache and the index of the first target
+token it reads, it writes that token's keys and values into the cache and attends to
+everything before it: that is incremental decoding. Without a cache it attends over
+the target it is given: that is training and full decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jabcli.core.config import ModelConfig
+from jabcli.core.tokenizer import PAD_ID
+from jabcli.model.positions import PositionalScheme, counting
+
+NEG_INF = -1e9
+
+
+def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
+    """[B, 1, Tq, Tk] True where the key is a real token."""
+    return jnp.broadcast_to(
+        (key_ids != PAD_ID)[:, None, None, :], (key_ids.shape[0], 1, query_len, key_ids.shape[1])
+    )
+
+
+def segment_mask(query_segments: jax.Array, key_segments: jax.Array) -> jax.Array:
+    """[B, 1, Tq, Tk] True where the key is a real token of the query's own example, in
+    rows that pack several (packing.py: segment ids 1, 2, ..., 0 for padding). A padding
+    query may read any real key: its output is never used."""
+    same = query_segments[:, :, None] == key_segments[:, None, :]
+    free = (query_segments == 0)[:, :, None]
+    return ((same | free) & (key_segments != 0)[:, None, :])[:, None]
+
+
+def causal_mask(query_len: int, key_len: int, first: jax.Array | int = 0) -> jax.Array:
+    """[1, 1, Tq, Tk] True where the key is not after the query; queries are target
+    indices first, first + 1, ..."""
+    query_index = first + jnp.arange(query_len)[:, None]
+    return (jnp.arange(key_len)[None, :] <= query_index)[None, None]
+
+
+class KeyValues(NamedTuple):
+    """Keys and values of one attention, each [B, Tk, H, K]."""
+
+    keys: jax.Array
+    values: jax.Array
+
+
+class CachedKeyValues(NamedTuple):
+    """A decoding cache's keys and values, each [B, H, Tk, K]: heads first, the layout the
+    attention's matmuls read, so that a decoding step reads its caches in place instead
+    of transposing every one of them at every step (a third of its time)."""
+
+    keys: jax.Array
+    values: jax.Array
+
+
+def heads_first(kv: KeyValues) -> CachedKeyValues:
+    return CachedKeyValues(*(x.transpose(0, 2, 1, 3) for x in kv))
+
+
+class MultiHeadAttention(hk.Module):
+    """Scaled dot-product attention over H heads that also returns its weights.
+
+    Queries come from `inputs`; keys and values are projected from `context` (the same
+    sequence for self-attention, the encoder's output for cross-attention) by one fused
+    matmul. While decoding, `cache` holds the keys and values computed so far, and the
+    context's are written into it at target index `index`. With no context, `cache`
+    is read as it is: the encoder's keys and values, computed once per sequence.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        d_model: int,
+        scheme: PositionalScheme,
+        causal: bool,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        self.scheme = scheme
+        self.causal = causal
+        self.num_heads = num_heads
+        self.key_size = d_model // num_heads
+        self.query_proj = hk.Linear(d_model, name="query")
+        self.kv_proj = hk.Linear(2 * d_model, name="key_value")
+        self.out_proj = hk.Linear(d_model, name="output")
+
+    def project_kv(self, context: jax.Array, positions: jax.Array) -> KeyValues:
+        """[B, Tk, D] at positions [B, Tk] -> keys and values, each [B, Tk, H, K]."""
+        kv = self.kv_proj(context).reshape(*context.shape[:2], 2, self.num_heads, self.key_size)
+        return KeyValues(self.scheme.rotate(kv[:, :, 0], positions), kv[:, :, 1])
+
+    def __call__(
+        self,
+        inputs: jax.Array,
+        context: jax.Array | None,
+        mask: jax.Array,
+        query_positions: jax.Array,
+        key_positions: jax.Array,
+        cache: KeyValues | CachedKeyValues | None = None,
+        index: jax.Array | int = 0,
+    ) -> tuple[jax.Array, jax.Array, KeyValues | CachedKeyValues]:
+        """[B, Tq, D] -> ([B, Tq, D], weights [B, H, Tq, Tk], the keys and values read)."""
+        batch, query_len, _ = inputs.shape
+        if context is None:
+            kv = cache
+        elif cache is None:
+            kv = self.project_kv(context, key_positions)
+        else:
+            new = heads_first(self.project_kv(context, query_positions))
+            kv = CachedKeyValues(
+                *(
+                    jax.lax.dynamic_update_slice_in_dim(old, part, index, axis=2)
+                    for old, part in zip(cache, new)
+                )
+            )
+        keys = "bhtk" if isinstance(kv, CachedKeyValues) else "bthk"
+        queries = self.query_proj(inputs).reshape(batch, query_len, self.num_heads, self.key_size)
+        queries = self.scheme.rotate(queries, query_positions)
+        logits = jnp.einsum(f"bqhk,{keys}->bhqt", queries, kv.keys) / np.sqrt(self.key_size)
+        bias = self.scheme.score_bias(query_positions, key_positions, self.num_heads, self.causal)
+        if bias is not None:
+            logits = logits + bias
+        logits = jnp.where(mask, self.scheme.scale_scores(logits, mask), NEG_INF)
+        attn_weights = jax.nn.softmax(logits, axis=-1)
+        attended = jnp.einsum(f"bhqt,{keys}->bqhk", attn_weights, kv.values)
+        return self.out_proj(attended.reshape(batch, query_len, -1)), attn_weights, kv
+
+
+class FeedForward(hk.Module):
+    """Position-wise Linear -> activation -> Linear: [B, T, D] -> [B, T, D]."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str, name: str | None = None):
+        super().__init__(name=name)
+        self.hidden = hk.Linear(d_ff, name="hidden")
+        self.out = hk.Linear(d_model, name="out")
+        self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.out(self.activation(self.hidden(x)))
+
+
+class Residual(hk.Module):
+    """Add & Norm around a sublayer: post-LN `norm(x + f(x))` or pre-LN `x + f(norm(x))`."""
+
+    def __init__(self, cfg: ModelConfig, name: str | None = None):
+        super().__init__(name=name)
+        self.pre = cfg.norm == "pre"
+        self.dropout = cfg.dropout
+        self.norm = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name="norm")
+
+    def __call__(self, x: jax.Array, sublayer: Callable, is_training: bool):
+        out, *extra = sublayer(self.norm(x) if self.pre else x)
+        if is_training and self.dropout:
+            out = hk.dropout(hk.next_rng_key(), self.dropout, out)
+        x = x + out
+        return (x if self.pre else self.norm(x)), *extra
+
+
+class EncoderLayer(hk.Module):
+    """Self-attention then feed-forward, each wrapped in Add & Norm: [B, S, D] -> [B, S, D]."""
+
+    def __init__(self, cfg: ModelConfig, scheme: PositionalScheme, name: str | None = None):
+        super().__init__(name=name)
+        self.self_attn = MultiHeadAttention(
+            cfg.num_heads, cfg.d_model, scheme, causal=False, name="self_attention"
+        )
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
+        self.attn_block = Residual(cfg, name="attention_residual")
+        self.ffn_block = Residual(cfg, name="feed_forward_residual")
+
+    def __call__(self, x, mask, positions, is_training):
+        def attend(h):
+            out, weights, _ = self.self_attn(h, h, mask, positions, positions)
+            return out, weights
+
+        x, weights = self.attn_block(x, attend, is_training)
+        (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
+        return x, weights
+
+
+class LayerCache(NamedTuple):
+    """One decoder layer's keys and values while decoding: its own so far [B, H, T, K]
+    and the encoder's [B, H, S, K]."""
+
+    self_kv: CachedKeyValues
+    cross_kv: CachedKeyValues
+
+
+class DecoderLayer(hk.Module):
+    """Masked self-attention, cross-attention to the encoder, feed-forward; each Add & Norm."""
+
+    def __init__(self, cfg: ModelConfig, scheme: PositionalScheme, name: str | None = None):
+        super().__init__(name=name)
+        self.self_attn = MultiHeadAttention(
+            cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
+        )
+        self.cross_attn = MultiHeadAttention(
+            cfg.num_heads,
+            cfg.d_model,
+            scheme.cross_attention(),
+            causal=False,
+            name="cross_attention",
+        )
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
+        self.self_block = Residual(cfg, name="self_attention_residual")
+        self.cross_block = Residual(cfg, name="cross_attention_residual")
+        self.ffn_block = Residual(cfg, name="feed_forward_residual")
+
+    def __call__(
+        self,
+        x,
+        memory,
+        self_mask,
+        cross_mask,
+        positions,
+        key_positions,
+        src_positions,
+        is_training,
+        cache: LayerCache | None = None,
+        index=0,
+    ):
+        """x [B, Tq, D] at positions [B, Tq] over target keys at `key_positions` and the
+        encoder's `memory` [B, S, D] -> (x, self weights, cross weights, keys and values).
+
+        The encoder's keys and values are projected first; while decoding, the cache
+        already holds them (and memory is None)."""
+
+        if cache is None:
+            self_kv, cross_kv = None, self.cross_attn.project_kv(memory, src_positions)
+        else:
+            self_kv, cross_kv = cache
+
+        def self_attend(h):
+            return self.self_attn(h, h, self_mask, positions, key_positions, self_kv, index)
+
+        def cross_attend(h):
+            return self.cross_attn(h, None, cross_mask, positions, src_positions, cross_kv)
+
+        x, self_weights, self_kv = self.self_block(x, self_attend, is_training)
+        x, cross_weights, cross_kv = self.cross_block(x, cross_attend, is_training)
+        (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
+        return x, self_weights, cross_weights, LayerCache(self_kv, cross_kv)
+
+
+class Attention(NamedTuple):
+    """Attention weights of every layer, each [layers, B, H, Tq, Tk]."""
+
+    encoder: jax.Array
+    decoder: jax.Array
+    cross: jax.Array
+
+
+class Transformer(hk.Module):
+    """Token ids in, next-token logits out: src [B, S], tgt_in [B, T] -> [B, T, vocab].
+
+    The encoder follows `src_scheme`, the decoder `tgt_scheme` (which also chooses how
+    cross-attention sees positions)."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        src_scheme: PositionalScheme,
+        tgt_scheme: PositionalScheme,
+        vocab_size: int,
+        name: str | None = "transformer",
+    ):
+        super().__init__(name=name)
+        self.cfg = cfg
+        # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
+        # as large as the positional encoding instead of drowning it out.
+        self.embed = hk.Embed(
+            vocab_size,
+            cfg.d_model,
+            name="embed",
+            w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
+        )
+        # With model.loops > 1 the layers run loops times over, one weight set for every
+        # pass (a Universal Transformer's weight sharing, Dehghani et al. 2019): as deep
+        # a computation, no more parameters (`passes`). Each pass of a decoder layer keeps
+        # its own self-attention cache, as it attends to its own inputs.
+        self.encoder_layers = [
+            EncoderLayer(cfg, src_scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
+        ]
+        self.decoder_layers = [
+            DecoderLayer(cfg, tgt_scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
+        ]
+        # One table when both sides share a scheme (a learned one is then shared too).
+        self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        self.tgt_vectors = (
+            self.src_vectors
+            if tgt_scheme is src_scheme
+            else tgt_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        )
+        self.final_norms = [
+            hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")
+            for side in ("encoder", "decoder")
+        ]
+        self.to_logits = hk.Linear(vocab_size, name="to_logits")
+
+    def passes(self, one_pass: Callable, x: jax.Array, per_pass=None):
+        """Runs `one_pass(x, per_pass) -> (x, outputs)`, one pass through a side's layers,
+        model.loops times: with one pass, its outputs as they are; with more, a loop
+        (`hk.scan`, over `per_pass` [loops, ...] when given) whose outputs gain a leading
+        [loops] axis. Not unrolled, so compiling takes as long for 32 passes as for 2."""
+        if self.cfg.loops == 1:
+            return one_pass(x, per_pass)
+        return hk.scan(one_pass, x, per_pass, length=self.cfg.loops)
+
+    def by_layer(self, weights: jax.Array) -> jax.Array:
+        """Attention weights [loops, layers, ...] of every pass -> [loops * layers, ...],
+        a layer per pass, in the order they ran."""
+        return weights if self.cfg.loops == 1 else weights.reshape(-1, *weights.shape[2:])
+
+    def embed_tokens(
+        self, ids: jax.Array, positions: jax.Array, vectors, is_training: bool
+    ) -> jax.Array:
+        """[B, T] ids at positions [B, T] -> [B, T, D] scaled embedding (+ position vectors)."""
+        x = self.embed(ids) * np.sqrt(self.cfg.d_model)
+        if vectors is not None:
+            x = x + vectors(positions)
+        if is_training and self.cfg.dropout:
+            x = hk.dropout(hk.next_rng_key(), self.cfg.dropout, x)
+        return x
+
+    def encode(
+        self,
+        src: jax.Array,
+        positions: jax.Array | None = None,
+        is_training: bool = False,
+        segments: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        """src [B, S] at positions [B, S] (default 0, 1, ...), with `segments` [B, S] when
+        rows are packed -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S],
+        a layer per pass with model.loops)."""
+        positions = counting(*src.shape) if positions is None else positions
+        x = self.embed_tokens(src, positions, self.src_vectors, is_training)
+        if segments is None:
+            mask = padding_mask(src.shape[1], src)
+        else:
+            mask = segment_mask(segments, segments)
+
+        def one_pass(x, _):
+            all_weights = []
+            for layer in self.encoder_layers:
+                x, weights = layer(x, mask, positions, is_training)
+                all_weights.append(weights)
+            return x, jnp.stack(all_weights)
+
+        x, weights = self.passes(one_pass, x)
+        if self.cfg.norm == "pre":
+            x = self.final_norms[0](x)
+        return x, self.by_layer(weights)
+
+    def decode(
+        self,
+        tgt_in: jax.Array,
+        memory: jax.Array | None,
+        src: jax.Array,
+        positions: jax.Array | None = None,
+        src_positions: jax.Array | None = None,
+        is_training: bool = False,
+        cache: list[LayerCache] | None = None,
+        index: jax.Array | int = 0,
+        segments: jax.Array | None = None,
+        src_segments: jax.Array | None = None,
+    ):
+        """tgt_in [B, Tq], the target tokens from index `index` on, over the encoder's
+        memory [B, S, D]; `positions` [B, T] are the whole target's; `segments` and
+        `src_segments` say which example each token is of, in packed rows
+        -> (logits [B, Tq, V], self and cross weights, cache).
+
+        The cache has a `LayerCache` per layer; with model.loops > 1 its self-attention
+        keys and values are every pass's, [loops, B, H, T, K], and the encoder's, the same
+        for every pass, are held once.
+
+        Target padding only ever trails the target, so it is always in the future of a
+        real query and the causal mask hides it; cached decoding then matches exactly."""
+        query_len = tgt_in.shape[1]
+        positions = counting(src.shape[0], query_len) if positions is None else positions
+        src_positions = counting(*src.shape) if src_positions is None else src_positions
+        here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
+        x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training)
+        self_mask = causal_mask(query_len, positions.shape[1], index)
+        if segments is None:
+            cross_mask = padding_mask(query_len, src)
+        else:  # training on packed rows: no cache, the whole target at once
+            self_mask = self_mask & segment_mask(segments, segments)
+            cross_mask = segment_mask(segments, src_segments)
+
+        def one_pass(x, self_kvs):
+            self_weights, cross_weights, new_self_kvs = [], [], []
+            for i, layer in enumerate(self.decoder_layers):
+                layer_cache = None if cache is None else LayerCache(self_kvs[i], cache[i].cross_kv)
+                x, sw, cw, layer_cache = layer(
+                    x,
+                    memory,
+                    self_mask,
+                    cross_mask,
+                    here,
+                    positions,
+                    src_positions,
+                    is_training,
+                    layer_cache,
+                    index,
+                )
+                self_weights.append(sw)
+                cross_weights.append(cw)
+                new_self_kvs.append(layer_cache.self_kv)
+            # Without a cache the keys and values are not kept: a loop's outputs would be.
+            kept = None if cache is None else new_self_kvs
+            return x, (jnp.stack(self_weights), jnp.stack(cross_weights), kept)
+
+        self_kvs = None if cache is None else [layer_cache.self_kv for layer_cache in cache]
+        x, (self_weights, cross_weights, self_kvs) = self.passes(one_pass, x, self_kvs)
+        new_cache = None
+        if cache is not None:
+            new_cache = [LayerCache(kv, old.cross_kv) for kv, old in zip(self_kvs, cache)]
+        if self.cfg.norm == "pre":
+            x = self.final_norms[1](x)
+        logits = self.to_logits(x)
+        return logits, self.by_layer(self_weights), self.by_layer(cross_weights), new_cache
+
+    def __call__(
+        self,
+        src,
+        tgt_in,
+        is_training: bool = False,
+        src_positions=None,
+        tgt_positions=None,
+        src_segments=None,
+        tgt_segments=None,
+    ) -> tuple[jax.Array, Attention]:
+        memory, encoder_weights = self.encode(src, src_positions, is_training, src_segments)
+        logits, decoder_weights, cross_weights, _ = self.decode(
+            tgt_in,
+            memory,
+            src,
+            tgt_positions,
+            src_positions,
+            is_training,
+            segments=tgt_segments,
+            src_segments=src_segments,
+        )
+        return logits, Attention(encoder_weights, decoder_weights, cross_weights)
+
+    def init_cache(self, memory: jax.Array, src_positions: jax.Array, tgt_len: int):
+        """Empty self-attention caches (a pass each, with model.loops > 1) and the
+        encoder's keys and values, computed once."""
+        batch = memory.shape[0]
+        heads, key_size = self.cfg.num_heads, self.cfg.d_model // self.cfg.num_heads
+        passes = () if self.cfg.loops == 1 else (self.cfg.loops,)
+        empty = jnp.zeros((*passes, batch, heads, tgt_len, key_size), memory.dtype)
+        return [
+            LayerCache(
+                CachedKeyValues(empty, empty),
+                heads_first(layer.cross_attn.project_kv(memory, src_positions)),
+            )
+            for layer in self.decoder_layers
+        ]
+
+    def decode_step(self, token, index, cache, src, positions, src_positions):
+        """token [B] at target index `index` of a target at positions [B, T]
+        -> (logits [B, V], updated cache)."""
+        logits, _, _, cache = self.decode(
+            token[:, None], None, src, positions, src_positions, cache=cache, index=index
+        )
+        return logits[:, 0], cache
+
+
+class ModelFns(NamedTuple):
+    """Pure functions of (params, rng, ...) built by `build`; they share one set of
+    parameters."""
+
+    init: Callable
+    forward: Callable
+    encode: Callable
+    init_cache: Callable
+    decode_step: Callable
+
+
+def build(
+    cfg: ModelConfig, src_scheme: PositionalScheme, tgt_scheme: PositionalScheme, vocab_size: int
+) -> ModelFns:
+    """Haiku-transform the model; every entry point shares the same parameters."""
+
+    def fns():
+        model = Transformer(cfg, src_scheme, tgt_scheme, vocab_size)
+
+        def init(src, tgt_in):
+            return model(src, tgt_in, is_training=True)
+
+        def encode(src, positions=None):
+            return model.encode(src, positions)[0]
+
+        return init, (model.__call__, encode, model.init_cache, model.decode_step)
+
+    transformed = hk.multi_transform(fns)
+    return ModelFns(transformed.init, *transformed.apply)

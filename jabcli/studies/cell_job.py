@@ -1,0 +1,106 @@
+"""A worker's job on one cell of a study (jabcli/cli/worker.py is its process): train it
+to its steps, resuming what is there, measure it, write its evaluation.json, and report
+as it goes, as JSON events for the driver."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jabcli.core.errors import JabError
+from jabcli.studies import studies
+
+
+class CellObserver:
+    """A training session's events as JSON lines on stdout, for the driver."""
+
+    def __init__(self, emit: Callable[[dict], None]) -> None:
+        self.emit = emit
+
+    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
+        self.emit({"event": "begin", "step": start_step, "steps": experiment.config.train.steps})
+
+    def note(self, message: str) -> None:
+        self.emit({"event": "note", "message": message})
+
+    def resuming(self, path: Path, step: int, fresh: bool) -> None:
+        if not fresh:  # a cell that has not begun just begins
+            self.note(f"Resuming {path} from step {step}")
+
+    def log(self, records: list[dict[str, Any]]) -> None:
+        loss = statistics.median(r["loss"] for r in records)  # of the seeds
+        self.emit({"event": "log", "step": records[0]["step"], "loss": loss})
+
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        score = statistics.median(r["seq_acc"] for r in results)
+        self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": score})
+
+    def end(self) -> None:
+        pass
+
+
+def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
+    """Train the cell `folder` of the study folder `out` to its steps (resuming what is
+    there), measure it, and write its evaluation.json; returns the exit status."""
+    from jabcli.core import runtime
+    from jabcli.inspection import inspection, listing
+    from jabcli.runs import runs
+    from jabcli.training import session
+
+    runtime.configure()
+    record = studies.recorded(out)
+    cell = next((c for c in record["cells"] if c.get("folder") == folder), None)
+    if cell is None:
+        raise JabError(f"{out}/{studies.STUDY_FILE} has no cell {folder!r}")
+    path = out / folder
+    _, seeds = runs.open_runs(path)
+    steps = cell["steps"]  # the study's, which may have grown or shrunk since it started
+    done = [listing.summary(run) for run in seeds]
+    if not all(run["state"] == "target reached" or run["step"] >= steps for run in done):
+        outcome = session.resume(path, steps, CellObserver(emit))
+        if outcome.interrupted_by is not None:
+            return 128 + outcome.interrupted_by
+    emit({"event": "evaluating"})
+    evaluate = record["evaluate"]
+    tic = time.perf_counter()
+    _, loaded = inspection.load_runs(path, "latest")
+    experiment = loaded[0].experiment
+    low = max(evaluate["lengths"][0], experiment.task.min_length)
+    high = evaluate["lengths"][1]  # every cell's model takes it (`studies.check`)
+    result = inspection.evaluate_runs(
+        path,
+        loaded,
+        evaluate["samples"],
+        low,
+        high,
+        evaluate["seed"],
+        each_length=True,
+        force_length=evaluate["force_length"],
+    )
+    evaluation = {
+        "spec": cell["spec"],
+        "step": result["step"],
+        "task": result["task"],
+        "pos_encoding": result["pos_encoding"],
+        "train_lengths": result["train_lengths"],
+        "longest": high,
+        "train_s": max(listing.training_seconds(run.read_metrics()) for run in seeds),
+        "eval_s": time.perf_counter() - tic,
+        "seeds": [
+            {
+                "seed": one.experiment.config.train.seed,
+                "per_length": {
+                    str(n): {k: row[k] for k in inspection.FIGURES if k in row}
+                    for n, row in each["per_length"].items()
+                },
+            }
+            for one, each in zip(loaded, result.get("seeds", [result]))
+        ],
+    }
+    runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
+    emit({"event": "done"})
+    return 0

@@ -1,0 +1,699 @@
+"""Studies: one question asked of a grid of runs, each measured at every input length.
+
+A study file (YAML) names a base, the cells, the seeds and the evaluation:
+
+    name: classic                  # optional; default: the file's name
+    base:
+      task: reverse                # as jab train --task: NAME, FILE.yaml or file:PATH
+      steps: 2000                  # as jab train --steps
+      set:                         # as jab train --set KEY=VALUE, one mapping
+        task.max_len: 16
+    seeds: 3                       # models per cell, trained together (jab train --seeds)
+    seed: 0                        # the first seed
+    parameters:                    # a grid, as a W&B sweep writes it: every combination
+      task.name: {values: [reverse, copy, sort]}  # is a cell (task.name: that preset)
+      model.pos_encoding: {values: [sinusoidal, rope]}
+    rows:                          # and/or cells named one by one
+      - name: sort none/randomized
+        task: sort
+        steps: 3000
+        set: {model.src_pos_encoding: none, model.tgt_pos_encoding: randomized}
+    evaluate:                      # as jab eval --lengths --samples --force-length --seed
+      lengths: 1-64
+      samples: 20                  # held-out inputs per length
+      force_length: false
+      seed: 1
+      bins: [1-16, 17-32, 33-64]   # the table's columns
+
+A study folder holds `study.json` (the cells as last run, and any failures), and each
+cell as an ordinary run folder (a group of seeds when seeds > 1) named by its values,
+with `evaluation.json` beside its checkpoints once it is measured. Every command that
+works on a run works on a cell. This module reads and checks study files, lays out the
+folder and turns evaluations into tables; `study_run.py` runs the cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jabcli.core import config as configuration
+from jabcli.core.errors import JabError, suggest, whole
+from jabcli.runs.runs import STUDY_FILE, atomic_write
+
+EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
+LOGS = "logs"  # in the study folder: each cell worker's stderr
+SECTIONS = ("name", "base", "seeds", "seed", "parameters", "rows", "evaluate")
+BASE_KEYS = ("task", "steps", "set")
+ROW_KEYS = ("name", "task", "steps", "set")
+EVALUATE_KEYS = ("lengths", "samples", "force_length", "seed", "bins")
+MAX_CELLS = 1000
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How every cell is measured: `samples` held-out inputs at every length in
+    `lengths`, as `jab eval --lengths`, reported over `bins`."""
+
+    lengths: tuple[int, int] = (1, 64)
+    samples: int = 20
+    force_length: bool = False
+    seed: int = 1
+    bins: tuple[tuple[int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.measure(), "bins": [list(b) for b in self.bins]}
+
+    def measure(self) -> dict[str, Any]:
+        """What decides the figures measured (the bins only group them)."""
+        return {
+            "lengths": list(self.lengths),
+            "samples": self.samples,
+            "force_length": self.force_length,
+            "seed": self.seed,
+        }
+
+
+@dataclass
+class Cell:
+    """One run of the study: a task and its config keys, trained with `seeds` seeds."""
+
+    name: str  # as the table shows it
+    folder: str  # its run folder's name inside the study folder
+    task: str  # as jab train --task
+    values: dict[str, Any]  # config keys set, as --set: the base's, then the cell's own
+    seed: int
+    seeds: int
+    written: str = ""  # its task as the study file writes it (files relative to it)
+    spec: str = ""  # a digest of everything that decides its results (see `check`)
+    train_spec: str = ""  # a digest of what decides its training, but for train.steps
+    config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
+    trained: dict[str, Any] = field(default_factory=dict)  # its task and config, as specs read
+
+    @property
+    def steps(self) -> int:
+        return self.config["train"]["steps"]
+
+
+@dataclass
+class Study:
+    name: str
+    source: Path  # the study file
+    cells: list[Cell]
+    evaluation: Evaluation
+    text: str  # the study file as read
+
+
+def read(path: Path) -> Study:
+    """A study file, parsed and checked for its shape (not yet for its configs: `check`)."""
+    if not path.is_file():
+        raise JabError(f"study file {str(path)!r} does not exist")
+    data = configuration.read_yaml(path)
+    where = str(path)
+    if not data:
+        raise JabError(f"{where} is empty; a study names its cells (see jab study run --help)")
+    unknown(data, SECTIONS, where, "section")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise JabError(f"{where}: name must be a text, got {name!r}")
+    base = mapping(data.get("base", {}), f"{where}: base")
+    unknown(base, BASE_KEYS, f"{where}: base", "key")
+    seeds = count(data.get("seeds", 1), f"{where}: seeds", 1)
+    seed = count(data.get("seed", 0), f"{where}: seed", 0)
+    base_values = keys(base.get("set", {}), f"{where}: base.set")
+    if "steps" in base:
+        base_values["train.steps"] = count(base["steps"], f"{where}: base.steps", 1)
+    base_task = base.get("task", base_values.pop("task.name", None))
+    cells = grid_cells(data.get("parameters"), base_task, base_values, seed, seeds, where)
+    cells += row_cells(data.get("rows"), base_task, base_values, seed, seeds, where)
+    if not cells:
+        raise JabError(f"{where} has no cells: give parameters (a grid) or rows, or both")
+    if len(cells) > MAX_CELLS:
+        raise JabError(f"{where} has {len(cells)} cells; a study takes at most {MAX_CELLS}")
+    for cell in cells:
+        cell.written = str(cell.task)
+        cell.task = relative_task(cell.task, path.parent, where, cell.name)
+    seen: dict[str, str] = {}
+    for cell in cells:
+        if cell.folder in seen:
+            raise JabError(
+                f"{where}: cells {seen[cell.folder]!r} and {cell.name!r} would share the "
+                f"folder {cell.folder!r}; give them different names"
+            )
+        seen[cell.folder] = cell.name
+    evaluation = read_evaluation(data.get("evaluate", {}), where)
+    return Study(name.strip(), path, cells, evaluation, path.read_text())
+
+
+def grid_cells(parameters, task, base, seed, seeds, where) -> list[Cell]:
+    """Every combination of the grid's values, as W&B's `parameters: {key: {values: [...]}}`
+    (a plain list, or `{value: x}` for one value, is taken too)."""
+    if parameters is None:
+        return []
+    parameters = mapping(parameters, f"{where}: parameters")
+    axes = []
+    for key, spec in parameters.items():
+        what = f"{where}: parameters.{key}"
+        if isinstance(spec, dict):
+            unknown(spec, ("values", "value"), what, "key")
+            spec = spec["values"] if "values" in spec else [spec.get("value")]
+        if not isinstance(spec, list) or not spec:
+            raise JabError(f"{what} must list its values: {{values: [a, b]}}, got {spec!r}")
+        if len(set(map(repr, spec))) != len(spec):
+            raise JabError(f"{what} lists a value twice: {spec!r}")
+        axes.append([(str(key), value) for value in spec])
+    cells = []
+    for combination in itertools.product(*axes):
+        values = dict(base)
+        cell_task = task
+        for key, value in combination:
+            if key == "task.name":
+                cell_task = value
+            else:
+                values[key] = value
+        name = " ".join(str(value) for _, value in combination)
+        cells.append(Cell(name, slug(name), cell_task, values, seed, seeds))
+    return cells
+
+
+def row_cells(rows, task, base, seed, seeds, where) -> list[Cell]:
+    """The cells named one by one: a name, and a task, steps and keys of their own."""
+    if rows is None:
+        return []
+    if not isinstance(rows, list):
+        raise JabError(f"{where}: rows must be a list of cells, each with a name")
+    cells = []
+    for n, row in enumerate(rows):
+        what = f"{where}: rows[{n}]"
+        row = mapping(row, what)
+        unknown(row, ROW_KEYS, what, "key")
+        name = row.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise JabError(f"{what} needs a name")
+        values = {**base, **keys(row.get("set", {}), f"{what}.set")}
+        if "steps" in row:
+            values["train.steps"] = count(row["steps"], f"{what}.steps", 1)
+        cell_task = row.get("task", values.pop("task.name", task))
+        cells.append(Cell(name.strip(), slug(name), cell_task, values, seed, seeds))
+    return cells
+
+
+def read_evaluation(data, where: str) -> Evaluation:
+    data = mapping(data, f"{where}: evaluate")
+    unknown(data, EVALUATE_KEYS, f"{where}: evaluate", "key")
+    lengths = length_range(data.get("lengths", "1-64"), f"{where}: evaluate.lengths")
+    samples = count(data.get("samples", 20), f"{where}: evaluate.samples", 1)
+    force = data.get("force_length", False)
+    if not isinstance(force, bool):
+        raise JabError(f"{where}: evaluate.force_length must be true or false, got {force!r}")
+    seed = count(data.get("seed", 1), f"{where}: evaluate.seed", 0)
+    bins = data.get("bins", [f"{lengths[0]}-{lengths[1]}"])
+    if not isinstance(bins, list) or not bins:
+        raise JabError(f"{where}: evaluate.bins must list ranges of lengths, like [1-16, 17-32]")
+    ranges = tuple(length_range(b, f"{where}: evaluate.bins") for b in bins)
+    check_bins(ranges, lengths, f"{where}: evaluate.bins")
+    return Evaluation(lengths, samples, force, seed, ranges)
+
+
+def check_bins(bins, lengths: tuple[int, int], what: str) -> None:
+    """Refuse a bin reaching outside the lengths measured: its figure would be missing or
+    another bin's."""
+    for low, high in bins:
+        if low < lengths[0] or high > lengths[1]:
+            raise JabError(
+                f"{what}: {bin_name(low, high)} reaches outside the lengths measured "
+                f"({bin_name(*lengths)}, evaluate.lengths)"
+            )
+
+
+def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
+    """A cell's task as `jab train --task` takes it; a file it names is found next to the
+    study file."""
+    if task is None:
+        raise JabError(f"{where}: cell {cell!r} has no task (set base.task, or task.name)")
+    if not isinstance(task, str):
+        raise JabError(f"{where}: cell {cell!r} has task {task!r}; a task is a name")
+    path = configuration.data_path(task)
+    if path is not None:
+        return configuration.FILE_PREFIX + str(folder / path)
+    if task.endswith((".yaml", ".yml")):
+        return str(folder / task)
+    return task
+
+
+def mapping(value, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise JabError(f"{what} must be a mapping, got {value!r}")
+    return value
+
+
+def keys(value, what: str) -> dict[str, Any]:
+    """`{model.d_model: 128}` (or nested `{model: {d_model: 128}}`) as dotted keys."""
+    flat = {}
+    for key, item in mapping(value, what).items():
+        if isinstance(item, dict):
+            flat.update({f"{key}.{k}": v for k, v in keys(item, what).items()})
+        else:
+            flat[str(key)] = item
+    return flat
+
+
+def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
+    for key in data:
+        if key not in known:
+            raise JabError(
+                f"{where}: unknown {kind} {key!r}{suggest(str(key), known)}; "
+                f"known: {', '.join(known)}"
+            )
+
+
+def count(value, what: str, least: int) -> int:
+    return whole(value, what, least, 2**31)
+
+
+def length_range(text, what: str) -> tuple[int, int]:
+    """'1-64' -> (1, 64); '17' or 17 -> (17, 17)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
+    if not match or isinstance(text, bool):
+        raise JabError(f"{what} takes ranges like 1-64, got {text!r}")
+    low, high = int(match[1]), int(match[2] or match[1])
+    if not 1 <= low <= high:
+        raise JabError(f"{what} takes ranges like 1-64 (shortest first), got {text!r}")
+    return low, high
+
+
+def slug(name: str) -> str:
+    """A folder name for `name`: 'sort none/randomized' -> 'sort-none-randomized'."""
+    text = re.sub(r"[^A-Za-z0-9._=+-]+", "-", name).strip("-.")
+    return text or "cell"
+
+
+def check(study: Study) -> list[Any]:
+    """Build every cell's experiment as `jab train` would, before any cell starts: a bad
+    key or value is one error naming the cell. Sets each cell's resolved config and its
+    spec, and returns the experiments."""
+    from jabcli.model.experiment import resolve
+    from jabcli.training.training import check as check_training
+
+    experiments = []
+    defaults = configuration.Config().to_dict()
+    for cell in study.cells:
+        try:
+            experiment = resolve(
+                cell.task,
+                seed=cell.seed,
+                seeds=cell.seeds,
+                overrides=cell.values,
+                source=str(study.source),
+            )
+            check_training(experiment)
+            high, longest = study.evaluation.lengths[1], experiment.longest_input()
+            if high > longest:  # measured as asked, never cut short
+                raise JabError(
+                    f"evaluate.lengths goes up to {high}, but its model takes inputs of at "
+                    f"most {longest} symbols (model.max_positions = "
+                    f"{experiment.config.model.max_positions}); lower the one or raise the other"
+                )
+        except JabError as err:
+            raise JabError(f"cell {cell.name!r}: {err}") from None
+        cell.config = experiment.config.to_dict()
+        # As the file writes it: the same study run from another folder is the same study.
+        config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
+        # Where its logs go decides no result: turning logging on reruns nothing.
+        config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
+        for section, key in ADDED_LATER:  # at its default, as the cell was before the key
+            if config[section].get(key) == defaults[section][key]:
+                config[section] = {k: v for k, v in config[section].items() if k != key}
+        cell.trained = {"task": cell.written, "config": config}
+        cell.spec = digest({**cell.trained, "evaluate": study.evaluation.measure()})
+        cell.train_spec = digest(with_steps(cell.trained, None))
+        experiments.append(experiment)
+    return experiments
+
+
+def with_steps(trained: dict[str, Any], steps: int | None) -> dict[str, Any]:
+    """A cell's task and config with train.steps set to `steps` (None: left out)."""
+    train = {k: v for k, v in trained["config"]["train"].items() if k != "steps"}
+    if steps is not None:
+        train["steps"] = steps
+    return {**trained, "config": {**trained["config"], "train": train}}
+
+
+# Config keys jab gained after studies could be run: a cell's spec leaves one out while
+# it has its default, so a study measured before the key existed keeps its cells.
+ADDED_LATER = (
+    ("task", "modulus"),
+    ("model", "loops"),
+    ("task", "mult"),
+    ("task", "count_from"),
+    ("model", "arch"),
+    ("task", "scratchpad"),
+)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# the study folder
+
+
+def record(study: Study, out: Path, failed: dict[str, str]) -> None:
+    """Write study.json: the study file, each cell's spec, and the failures so far. A cell
+    the file no longer names keeps its entry while its folder is there: its results stay
+    part of the study, and putting it back in the file finds it as it was."""
+    current = {c.folder for c in study.cells}
+    try:
+        earlier = [
+            c
+            for c in recorded(out)["cells"]
+            if isinstance(c, dict)
+            and c.get("folder") not in current
+            and (out / str(c.get("folder"))).is_dir()
+        ]
+    except JabError:  # a new study folder
+        earlier = []
+    data = {
+        "format": 1,
+        "name": study.name,
+        "source": str(study.source),
+        "text": study.text,
+        "cells": [
+            {
+                "name": c.name,
+                "folder": c.folder,
+                "task": c.task,
+                "spec": c.spec,
+                "train_spec": c.train_spec,
+                "seeds": c.seeds,
+                "steps": c.config["train"]["steps"],
+            }
+            for c in study.cells
+        ]
+        + earlier,
+        "evaluate": study.evaluation.to_dict(),
+        "failed": failed,
+    }
+    atomic_write(out / STUDY_FILE, json.dumps(data, indent=1).encode())
+
+
+def recorded(out: Path) -> dict[str, Any]:
+    """A study folder's study.json."""
+    path = out / STUDY_FILE
+    if not out.is_dir():
+        raise JabError(f"study folder {str(out)!r} does not exist")
+    if not path.is_file():
+        raise JabError(f"{out} is not a study folder (it has no {STUDY_FILE})")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise JabError(f"{path} is corrupted (not valid JSON)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise JabError(f"{path} is corrupted (unexpected contents)")
+    return data
+
+
+@dataclass
+class FolderPlan:
+    """What a study folder keeps of the study about to run in it (`check_folder`)."""
+
+    failed: dict[str, str] = field(default_factory=dict)  # cell folder: its error so far
+    # Cells started but not measured whose training settings changed: they train again
+    # from step 0 (folder: what changed).
+    restart: dict[str, str] = field(default_factory=dict)
+    # Cells whose training is kept but that are measured (again): their evaluation or
+    # train.steps changed (folder: what becomes of it, and what changed).
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def check_folder(study: Study, out: Path) -> FolderPlan:
+    """Refuse a folder that is not this study's: not empty and no study.json, another
+    study's, or a measured cell that the file now trains otherwise (naming what changed).
+    A cell whose training settings are the same is kept, however its evaluation changed
+    (it is measured again; a change of evaluate.bins alone measures nothing again), and
+    so is one whose train.steps grew (it trains on) or shrank to no less than it has
+    done. Called by `run` before anything is written."""
+    if out.exists() and not out.is_dir():
+        raise JabError(f"{out} is a file, not a study folder")
+    if not out.exists() or not any(out.iterdir()):
+        return FolderPlan()
+    if not (out / STUDY_FILE).is_file():
+        raise JabError(f"{out} already exists and is not a study folder; choose another --out")
+    before = recorded(out)
+    if before.get("name") != study.name:
+        raise JabError(
+            f"{out} holds the study {before.get('name')!r}, not {study.name!r} of "
+            f"{study.source}; choose another --out"
+        )
+    entries = {c.get("folder"): c for c in before["cells"] if isinstance(c, dict)}
+    evaluated = before.get("evaluate") if isinstance(before.get("evaluate"), dict) else {}
+    plan = FolderPlan()
+    for cell in study.cells:
+        entry = entries.get(cell.folder)
+        if not (out / cell.folder).exists():
+            continue
+        if entry is None:
+            raise JabError(
+                f"{out}/{cell.folder} exists but is no cell of the study in {out}; name a new --out"
+            )
+        upgrade(out, cell, entry, evaluated, study.evaluation)
+        if entry.get("spec") == cell.spec:
+            continue
+        measured = evaluation_of(out, entry) is not None
+        steps = entry.get("steps")
+        if same_training(cell, entry, evaluated) and (
+            cell.steps >= steps or progress(out / cell.folder) <= cell.steps
+        ):
+            changes = changed_evaluation(evaluated, study.evaluation)
+            if cell.steps != steps:
+                changes.insert(0, f"train.steps {steps} -> {cell.steps}")
+            if changes or not measured:
+                what = "measured again, its training kept" if measured else "its training is kept"
+                plan.kept[cell.folder] = f"{what} ({', '.join(changes) or 'its evaluation'})"
+            continue
+        changes = changed_settings(cell, out / cell.folder)
+        if measured:
+            raise JabError(
+                f"cell {cell.name!r} in {out} was measured with other training settings than "
+                f"{study.source} now gives it ({changes}); to run the changed study, name a "
+                "new --out"
+            )
+        plan.restart[cell.folder] = changes
+    failed = before.get("failed")
+    failed = dict(failed) if isinstance(failed, dict) else {}
+    plan.failed = {k: v for k, v in failed.items() if k not in plan.restart}
+    return plan
+
+
+def same_training(cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any]) -> bool:
+    """Whether a cell of the folder (its study.json entry) was trained as the file trains
+    it now, train.steps aside."""
+    if "train_spec" in entry:
+        return entry["train_spec"] == cell.train_spec
+    # Recorded before train_spec: its spec digests its training and the whole evaluation.
+    legacy = {**with_steps(cell.trained, entry.get("steps")), "evaluate": evaluated}
+    return entry.get("spec") == digest(legacy)
+
+
+def upgrade(
+    out: Path, cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any], now: Evaluation
+) -> None:
+    """A cell measured before specs left out the bins, measured as the file still measures
+    it: its evaluation.json is given the spec of today, so that it stays measured (its
+    figures by length are the same, whatever the bins). `entry` is updated too."""
+    if "train_spec" in entry or entry.get("steps") != cell.steps:
+        return
+    if {k: v for k, v in evaluated.items() if k != "bins"} != now.measure():
+        return
+    if not same_training(cell, entry, evaluated):
+        return
+    path = out / cell.folder / EVALUATION_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("spec") == entry.get("spec"):
+        atomic_write(path, json.dumps({**data, "spec": cell.spec}).encode())
+    entry.update(spec=cell.spec, train_spec=cell.train_spec)
+
+
+def progress(path: Path) -> int:
+    """The step a cell's folder has trained to (its seeds' fewest); 0 without checkpoints."""
+    from jabcli.runs import runs
+    from jabcli.training import checkpoints
+
+    try:
+        _, seeds = runs.open_runs(path)
+        return min(
+            (listed[-1]["step"] if (listed := checkpoints.entries(run)) else 0) for run in seeds
+        )
+    except JabError:
+        return 0
+
+
+def changed_evaluation(before: dict[str, Any], now: Evaluation) -> list[str]:
+    """'evaluate.samples 10 -> 12' for each setting of the measurement that differs."""
+    current = now.measure()
+    return [
+        f"evaluate.{key} {shown(before.get(key))} -> {shown(value)}"
+        for key, value in current.items()
+        if before.get(key) != value
+    ]
+
+
+def changed_settings(cell: Cell, path: Path) -> str:
+    """What the file changed of a cell's training since its folder was made, as
+    'model.d_model 64 -> 128, train.steps 3000 -> 4000'."""
+    from jabcli.runs import runs
+
+    try:
+        _, seeds = runs.open_runs(path)
+        old = seeds[0].load_config()[0].to_dict()
+    except JabError:
+        return "its settings"
+    changes = []
+    for section, values in cell.config.items():
+        for key, value in values.items():
+            if (section, key) in (("train", "seed"), ("train", "seeds"), ("train", "log_to")):
+                continue
+            earlier = old.get(section, {}).get(key)
+            if earlier != value:
+                changes.append(f"{section}.{key} {shown(earlier)} -> {shown(value)}")
+    return ", ".join(changes) or "its settings"
+
+
+def shown(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return bin_name(*value)
+    return str(value)
+
+
+def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
+    """A cell's evaluation.json, if it is measured with the cell's current spec."""
+    folder = cell.folder if isinstance(cell, Cell) else cell["folder"]
+    spec = cell.spec if isinstance(cell, Cell) else cell["spec"]
+    try:
+        data = json.loads((out / folder / EVALUATION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("spec") == spec else None
+
+
+# results
+
+
+def bin_name(low: int, high: int) -> str:
+    return f"{low}-{high}"
+
+
+def seed_figures(per_length: dict[str, dict[str, float]], bins, metric: str) -> dict[str, float]:
+    """One seed's `metric` averaged over the lengths of each bin it was measured at."""
+    figures = {}
+    for low, high in bins:
+        values = [row[metric] for n, row in per_length.items() if low <= int(n) <= high]
+        if values:
+            figures[bin_name(low, high)] = sum(values) / len(values)
+    return figures
+
+
+def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
+    """The longest input length at which a seed answers at least half exactly."""
+    return max((int(n) for n, row in per_length.items() if row["seq_acc"] >= 0.5), default=0)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def table(out: Path, bins: str | None = None) -> dict[str, Any]:
+    """The study's results: per cell, every bin's exact match (and token accuracy, and with
+    force_length the exact match at the true length) as median, min and max over seeds,
+    the longest length at >= 50%, and the state of cells not measured yet. `bins`
+    ('1-40,41-500') groups the lengths otherwise than the study file."""
+    data = recorded(out)
+    evaluate = data.get("evaluate") or {}
+    if bins is None:
+        bins = [tuple(b) for b in evaluate.get("bins", [])]
+    else:
+        bins = [length_range(b, "--bins") for b in bins.split(",")]
+        check_bins(bins, tuple(evaluate.get("lengths", (1, 2**31))), "--bins")
+    failed = data.get("failed") or {}
+    rows = []
+    for cell in data["cells"]:
+        row = {
+            "name": cell["name"],
+            "folder": str(out / cell["folder"]),
+            "task": cell["task"],
+            "seeds": cell["seeds"],
+            "steps": cell["steps"],
+        }
+        result = evaluation_of(out, cell)
+        if result is None:
+            row["state"] = state(out, cell, failed)
+            rows.append(row)
+            continue
+        row.update(state="measured", **measured(result, bins))
+        rows.append(row)
+    return {
+        "study": data["name"],
+        "folder": str(out),
+        "samples_per_length": evaluate.get("samples"),
+        "lengths": evaluate.get("lengths"),
+        "bins": [bin_name(*b) for b in bins],
+        "force_length": evaluate.get("force_length", False),
+        "cells": rows,
+    }
+
+
+# Each figure a cell's evaluation holds per length, and the key of its bins in the row
+# `measured` makes of the cell.
+BIN_KEYS = {
+    "seq_acc": "bins",
+    "token_acc": "token_bins",
+    "symbol_acc": "symbol_bins",
+    "forced_seq_acc": "forced_bins",
+    "forced_symbol_acc": "forced_symbol_bins",
+}
+
+
+def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, Any]:
+    """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
+    and with force_length the exact match at the true length), the longest length at
+    >= 50% and the exact match at each length, each as median, min and max over seeds."""
+    seeds = result["seeds"]
+    row = {
+        "step": result["step"],
+        "train_s": result["train_s"],
+        "eval_s": result["eval_s"],
+        "longest": result["longest"],
+        "train_lengths": result["train_lengths"],
+        "pos_encoding": result["pos_encoding"],
+    }
+    measures = next(iter(seeds[0]["per_length"].values()), {})
+    for metric, key in BIN_KEYS.items():
+        if metric in measures:
+            per_seed = [seed_figures(s["per_length"], bins, metric) for s in seeds]
+            row[key] = {b: spread([one[b] for one in per_seed]) for b in per_seed[0]}
+    longest = [longest_at_half(s["per_length"]) for s in seeds]
+    # A length the seeds reached: of an even number of seeds, the lower middle one.
+    row["longest_at_half"] = {**spread(longest), "median": statistics.median_low(longest)}
+    row["per_length"] = {
+        n: spread([s["per_length"][n]["seq_acc"] for s in seeds])
+        for n in sorted(seeds[0]["per_length"], key=int)
+    }
+    return row
+
+
+def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
+    """A cell not measured yet: failed (with its error), or not finished."""
+    if cell["folder"] in failed:
+        return f"failed: {failed[cell['folder']]}"
+    return "not finished"

@@ -1,0 +1,327 @@
+"""`jab train` as a library call: a Trainer wired to a run folder, its checkpoints and
+the signals that stop it. It reports through an `Observer` and returns an `Outcome`;
+it never prints and never exits.
+
+Ctrl-C or SIGTERM stops the loop between two chunks and the current step is saved
+(`Outcome.interrupted_by` says which signal); a second one stops at once and raises
+`Interrupted`, which says what was kept. A new run that fails before its first
+checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed;
+a run killed before its first checkpoint resumes from step 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jabcli.core.config import at_target, for_seed
+from jabcli.core.errors import JabError
+from jabcli.runs import runs
+from jabcli.runs.loggers import Logs
+from jabcli.runs.runs import Run
+from jabcli.training import checkpoints
+
+if TYPE_CHECKING:
+    from jabcli.model.experiment import Experiment
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second Ctrl-C stopped training at once; `message` says what was kept."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Observer:
+    """What a training session reports, as it happens; every method may be left out.
+    Records and results come as lists with one entry per seed (one for a plain run)."""
+
+    def begin(
+        self,
+        path: Path,
+        experiment: Experiment,
+        start_step: int,
+        parameters: int,
+        flops: float | None = None,
+    ) -> None:
+        """Training into `path` (a run, or a group of seeds) starts or resumes, with a
+        model of `parameters` parameters and `flops` per training step (each seed's;
+        None when XLA does not say)."""
+
+    def note(self, message: str) -> None:
+        """Something worth telling: resuming, a broken checkpoint skipped."""
+
+    def resuming(self, path: Path, step: int, fresh: bool) -> None:
+        """Training of `path` goes on from `step`; `fresh`: it has no checkpoint yet, so
+        from step 0."""
+        fresh_note = "; it has no checkpoint yet" if fresh else ""
+        self.note(f"Resuming {path} from step {step}{fresh_note}")
+
+    def log(self, records: list[dict[str, Any]]) -> None:
+        """Each seed's metrics.jsonl record, once per chunk of steps."""
+
+    def evaluated(self, results: list[dict[str, Any]]) -> None:
+        """Each seed's held-out evaluation, with the step it was made at."""
+
+    def end(self) -> None:
+        """Training stopped, for whatever reason."""
+
+
+@dataclass
+class Outcome:
+    path: Path  # the run, or the group of seeds
+    runs: list[Run]  # one per seed
+    step: int
+    start_step: int
+    elapsed_s: float
+    last_eval: list[dict[str, Any]]  # one per seed; empty if never evaluated
+    target_seq_acc: float
+    interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
+
+    @property
+    def reached(self) -> int:
+        """How many seeds reached the target."""
+        return sum(at_target(e["seq_acc"], self.target_seq_acc) for e in self.last_eval)
+
+    @property
+    def reached_target(self) -> bool:
+        return bool(self.last_eval) and self.reached == len(self.last_eval)
+
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a flag the training loop polls."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __enter__(self) -> StopRequest:
+        self._previous = {
+            s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)
+        }
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum is not None:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __call__(self) -> bool:
+        return self.signum is not None
+
+
+def start(experiment: Experiment, out: Path | None, observer: Observer | None = None) -> Outcome:
+    """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/)."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise JabError(f"{out} is a file; choose another --out (a new or empty folder)")
+    if out is not None and out.exists() and any(out.iterdir()):
+        raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
+    from jabcli.training.training import check
+
+    check(experiment)
+    with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
+        path, created = create(experiment, out)
+        return _train(path, created, experiment, None, observer or Observer(), stop)
+
+
+def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
+    """Continue a run or group from its newest valid checkpoint; `steps` extends it, and
+    is saved in the run so that a later plain resume aims for the same step. A run killed
+    before its first checkpoint (of every seed) starts again from step 0."""
+    path, seeds = runs.open_runs(path)
+    for run in seeds:  # before anything is said about its checkpoints
+        run.check_not_running()
+    cfg, tokenizer, saved_steps = runs.group_config(path, seeds)
+    cfg.train.steps = max(saved_steps) if steps is None else steps
+    from jabcli.model.experiment import Experiment
+
+    experiment = Experiment.create(cfg, tokenizer)
+    observer = observer or Observer()
+    from jabcli.training.training import check
+
+    step, arrays = checkpoints.newest_common(seeds, warn=observer.note)
+    if arrays is None:  # from step 0, which _train says
+        states = None
+    else:
+        states = [
+            checkpoints.state_of(experiment, one, f"checkpoint at step {step} in {run.path}")
+            for run, one in zip(seeds, arrays)
+        ]
+        if step >= cfg.train.steps:
+            raise JabError(
+                f"{path} already reached step {step} of {cfg.train.steps}; "
+                "pass a larger --steps to continue"
+            )
+        if steps is None and all(stopped_at_target(run, step) for run in seeds):
+            raise JabError(
+                f"{path} stopped at step {step}, where its held-out exact match reached "
+                f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
+            )
+    check(experiment)
+    with StopRequest() as stop:
+        for run, saved in zip(seeds, saved_steps):
+            if saved != cfg.train.steps:
+                with run.lock():
+                    run.set_steps(cfg.train.steps)
+        return _train(path, seeds, experiment, (step, states), observer, stop)
+
+
+def stopped_at_target(run: Run, step: int) -> bool:
+    """Whether the run's held-out exact match at `step` (its newest checkpoint) reached
+    its target: training stopped there, and a plain resume would only stop again."""
+    cfg, _ = run.load_config()
+    at_step = [r for r in run.read_metrics() if r["step"] == step and "eval_seq_acc" in r]
+    return bool(at_step) and at_target(at_step[-1]["eval_seq_acc"], cfg.train.target_seq_acc)
+
+
+def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
+    """A new run folder with its config, or a group folder with one run per seed, not
+    trained yet (`resume` trains it from step 0); on failure, nothing of it is left
+    behind."""
+    cfg = experiment.config
+    existed = out is not None and out.is_dir()  # start() allows only an empty one
+    path = out or runs.new_run_dir(cfg.task.name)
+    try:
+        if cfg.train.seeds == 1:
+            return path, [Run.create(path, cfg, experiment.tokenizer)]
+        seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+        created = [
+            Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
+            for seed in seeds
+        ]
+        runs.write_group(path, seeds)
+        return path, created
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        if existed:
+            path.mkdir()
+        raise
+
+
+def _train(
+    path: Path,
+    seeds: list[Run],
+    experiment: Experiment,
+    resumed: tuple[int, list[Any] | None] | None,
+    observer: Observer,
+    stop: StopRequest,
+) -> Outcome:
+    """Train until done, early-stopped or interrupted, checkpointing along the way;
+    `resumed` is the step and the seeds' states to continue from (None: from the seeds)."""
+    try:
+        with contextlib.ExitStack() as locks:
+            for run in seeds:
+                locks.enter_context(run.lock())
+            if resumed is not None:
+                for run in seeds:
+                    checkpoints.forget_after(run, resumed[0])
+                    rejected = run.truncate_metrics(resumed[0])
+                    if rejected:
+                        observer.note(
+                            f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
+                            f"moved to {runs.REJECTED_METRICS}"
+                        )
+                observer.resuming(path, resumed[0], fresh=resumed[1] is None)
+            states = resumed[1] if resumed is not None else None
+            return _loop(path, seeds, experiment, states, observer, stop)
+    except BaseException as err:
+        try:
+            saved = [checkpoints.entries(run) for run in seeds]
+        except JabError:
+            saved = None  # unreadable: keep the folder, whatever it holds
+        removed = resumed is None and saved is not None and not any(saved)
+        if removed:
+            shutil.rmtree(path, ignore_errors=True)  # nothing worth keeping yet
+        if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
+            raise Interrupted(_kept(path, saved, removed)) from err
+        raise
+
+
+def _kept(path: Path, saved: list[list[dict[str, Any]]] | None, removed: bool) -> str:
+    """What an interrupted session leaves behind, in words."""
+    if removed:
+        return f"run folder {path} removed: it had no checkpoint yet"
+    if saved is not None and all(saved):
+        step = min(entries[-1]["step"] for entries in saved)
+        return f"run {path} kept; its newest checkpoint is at step {step}"
+    if saved is not None:
+        return f"run {path} kept; it has no checkpoint yet, so a resume starts from step 0"
+    return f"run {path} kept"
+
+
+def _loop(
+    path: Path,
+    seeds: list[Run],
+    experiment: Experiment,
+    states: list[Any] | None,
+    observer: Observer,
+    stop: StopRequest,
+) -> Outcome:
+    from jabcli.training.training import Trainer
+
+    tr = experiment.config.train
+    trainer = Trainer(experiment, states)
+    saved_step = trainer.step if states is not None else -1  # a resumed step is saved
+
+    def save(results: list[dict[str, Any]] | None = None) -> None:
+        nonlocal saved_step
+        step = trainer.step
+        for n, (run, state) in enumerate(zip(seeds, trainer.states())):
+            accuracy = results[n]["seq_acc"] if results else None
+            arrays = checkpoints.arrays_of(state)
+            checkpoints.save(run, arrays, step, accuracy, tr.keep_checkpoints, trainer.flops)
+        saved_step = step
+
+    group = path if path != seeds[0].path else None
+    logs = Logs.open(experiment.config, seeds, group, trainer.step, observer.note)
+
+    def on_eval(results: list[dict[str, Any]]) -> None:
+        observer.evaluated(results)
+        logs.evaluated(results)
+        save(results)
+
+    def on_log(records: list[dict[str, Any]]) -> None:
+        for run, record in zip(seeds, records):
+            run.append_metrics(record)
+        logs.log(records)
+        observer.log(records)
+
+    observer.begin(path, experiment, trainer.step, trainer.parameters, trainer.flops)
+    try:
+        outcome = trainer.run(on_log=on_log, on_eval=on_eval, should_stop=stop)
+    except FloatingPointError as err:
+        kept = (
+            "the last good checkpoint is kept"
+            if saved_step >= 0 or states is not None
+            else "no checkpoint had been saved yet"
+        )
+        raise JabError(
+            f"{err}; stopped, {kept}. Try a smaller train.learning_rate "
+            "(for example --set train.learning_rate=3e-4)"
+        ) from None
+    finally:
+        logs.close()
+        observer.end()
+    if saved_step != outcome["step"]:
+        save()
+    ended = Outcome(
+        path=path,
+        runs=seeds,
+        step=outcome["step"],
+        start_step=outcome["start_step"],
+        elapsed_s=outcome["elapsed_s"],
+        last_eval=outcome["last_eval"],
+        target_seq_acc=tr.target_seq_acc,
+        interrupted_by=stop.signum,
+    )
+    if ended.reached_target:  # a signal in the chunk that reached it: training is done
+        ended.interrupted_by = None
+    return ended
