@@ -42,7 +42,7 @@ class TaskConfig:
     modulus: int = 5  # modular_arithmetic(_brackets), solve_equation: residues 0 .. modulus - 1
     mult: bool = False  # modular_arithmetic_brackets: * among the operators, as the paper ran it
     count_from: int = 1  # odds_first: 1 counts positions as the paper's docstring, 0 as its code
-    scratchpad: bool = False  # class tasks (tasks.Worked): the answer shows its working, then the class
+    scratchpad: bool = False  # class tasks (tasks.Worked): the working shown, then the class
     held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
 
 
