@@ -219,3 +219,19 @@ def test_a_seed_whose_config_was_edited_is_refused_alike_by_eval_and_resume(grou
     ):
         with pytest.raises(JabError, match=r"seed-1/config.yaml differs from .*seed-0/config.yaml"):
             load()
+
+
+def test_a_figure_over_an_even_number_of_seeds_is_the_mean_of_the_middle_two_everywhere():
+    """The terminal's words, a study's table and a group's evaluation take one median
+    (core/spread.py): two seeds at 50% and 100% are 75%, not the upper or lower middle."""
+    from jabcli.api.formatting import spread as words
+    from jabcli.inspection.inspection import combine
+    from jabcli.studies.studies import spread as kept
+
+    assert words([0.5, 1.0]) == "75.0% [50.0%-100.0%]"
+    assert kept([0.5, 1.0]) == {"median": 0.75, "min": 0.5, "max": 1.0}
+    seeds = [{"step": 10, "seq_acc": acc, "per_length": {"3": {"samples": 4, "seq_acc": acc}}}
+             for acc in (1.0, 0.5)]  # fmt: skip
+    both = combine("group", seeds)
+    assert both["seq_acc"] == 0.75 and both["seq_acc_range"] == [0.5, 1.0]
+    assert both["per_length"]["3"]["seq_acc"] == 0.75

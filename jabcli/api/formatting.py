@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.runtime import Lazy
-
-np = Lazy("numpy")  # for medians only: `jab tasks` need not import it
+from jabcli.core.spread import Spread
 
 METRIC_NAMES = {
     "loss": "training loss",
@@ -39,7 +37,7 @@ def spread(values: list[float], show=percent) -> str:
     """One value as itself; several (one per seed) as their median [min-max]."""
     if len(values) == 1:
         return show(values[0])
-    return median_range(float(np.median(values)), min(values), max(values), show)
+    return median_range(*Spread.of(values), show)
 
 
 def figure(row: dict[str, Any], name: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from jabcli.core.errors import JabError, Note, suggest
+from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
@@ -182,9 +183,9 @@ def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
     def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
         figures = {}
         for name in (name for name in FIGURES if name in rows[0]):
-            values = [row[name] for row in rows]
-            figures[name] = float(np.median(values))
-            figures[f"{name}_range"] = [min(values), max(values)]
+            median, low, high = Spread.of(row[name] for row in rows)
+            figures[name] = float(median)
+            figures[f"{name}_range"] = [low, high]
         return figures
 
     first = results[0]

@@ -5,13 +5,13 @@ as it goes, as JSON events for the driver."""
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jabcli.core.errors import JabError
+from jabcli.core.spread import Spread
 from jabcli.studies import studies
 
 
@@ -32,11 +32,11 @@ class CellObserver:
             self.note(f"Resuming {path} from step {step}")
 
     def log(self, records: list[dict[str, Any]]) -> None:
-        loss = statistics.median(r["loss"] for r in records)  # of the seeds
+        loss = Spread.of(r["loss"] for r in records).median  # of the seeds
         self.emit({"event": "log", "step": records[0]["step"], "loss": loss})
 
     def evaluated(self, results: list[dict[str, Any]]) -> None:
-        score = statistics.median(r["seq_acc"] for r in results)
+        score = Spread.of(r["seq_acc"] for r in results).median
         self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": score})
 
     def end(self) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 
 from jabcli.core import config as configuration
 from jabcli.core.errors import JabError, suggest, whole
+from jabcli.core.spread import Spread
 from jabcli.runs.runs import STUDY_FILE, atomic_write
 
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
@@ -610,7 +611,9 @@ def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
 
 
 def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    """A figure over seeds as study.json keeps it."""
+    median, low, high = Spread.of(values)
+    return {"median": median, "min": low, "max": high}
 
 
 def table(out: Path, bins: str | None = None) -> dict[str, Any]:
