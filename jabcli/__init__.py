@@ -6,7 +6,7 @@ From Python (see jabcli/api/api.py): `import jabcli as jab`, then `jab.train(...
 
 __version__ = "0.1.0"
 
-API = (
+API = (  # the public API, in one place: jabcli.api.api's __all__ too
     "train",
     "load",
     "compare",

@@ -228,3 +228,14 @@ def test_api_study_runs_its_cells_on_ray_as_jab_study_run_ray_does(tmp_path, mon
     ]:
         with pytest.raises(jab.JabError, match="^" + re.escape(message)):
             jab.study(SMOKE, **given)
+
+
+def test_every_name_of_the_public_api_is_there_from_import_jabcli_and_from_star():
+    """One list (jabcli.API): `jab.<name>` and `from jabcli.api.api import *` give the same
+    names, the study calls among them."""
+    namespace = {}
+    exec("from jabcli.api.api import *", namespace)
+    star = {name for name in namespace if not name.startswith("__")}
+    assert star == set(jab.API) and {"study", "load_study", "StudyResults"} <= star
+    for name in jab.API:
+        assert getattr(jab, name) is namespace[name]

@@ -28,24 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from jabcli import API
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
 from jabcli.inspection import inspection
 from jabcli.runs import runs
 
-__all__ = [
-    "Attention",
-    "Comparison",
-    "Curves",
-    "JabError",
-    "Predictions",
-    "Result",
-    "Run",
-    "compare",
-    "curves",
-    "load",
-    "train",
-]
+__all__ = list(API)  # the one list, in jabcli/__init__.py, which hands them on lazily
 
 
 def paths_of(runs_given: Any, what: str) -> list[Path]:
