@@ -75,7 +75,7 @@ from rich.table import Table
 from jabcli.core.tokenizer import EOS_ID, Tokenizer
 from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
 from jabcli.model.experiment import Experiment, resolve
-from jabcli.training.training import Trainer, init, update
+from jabcli.training.training import Schedule, Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
@@ -244,7 +244,9 @@ def matmul_peak(size: int, repeats: int) -> dict:
 
 def step_flops(experiment: Experiment, state) -> float:
     """XLA's FLOP count of one jitted `train.update` (the cost analysis may be a list)."""
-    analysis = jax.jit(lambda s: update(experiment, s)).lower(state).compile().cost_analysis()
+    schedule = Schedule.of(experiment.config.train)
+    program = jax.jit(lambda s: update(experiment, s, schedule))
+    analysis = program.lower(state).compile().cost_analysis()
     if isinstance(analysis, (list, tuple)):
         analysis = analysis[0] if analysis else {}
     return float((analysis or {}).get("flops", float("nan")))
