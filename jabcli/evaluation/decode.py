@@ -38,6 +38,7 @@ import numpy as np
 
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.model.model import ModelFns
+from jabcli.tasks import layout
 
 
 def _finish(tokens: jax.Array) -> jax.Array:
@@ -93,8 +94,7 @@ def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, le
         return src_positions[0], tgt_positions[0]
 
     positions = jax.vmap(one)(keys, src)
-    task = experiment.task
-    limits = task.answer_width(task.symbols_in(jnp.sum(src != PAD_ID, axis=1) - 1))
+    limits = layout.answer_slots(experiment.task, src)
     decode = one_pass_decode if experiment.one_pass else greedy_decode
     decoded = decode(experiment.model, params, src, max_out, *positions, lengths, limits)
     return decoded, positions
@@ -259,11 +259,10 @@ def plan(experiment, src: np.ndarray, max_out: int, budget: int = BUDGET, thread
         return [(np.arange(len(src)), src.shape[1], max_out, size)]
     tokens = np.sum(src != PAD_ID, axis=1)
     order = np.argsort(tokens, kind="stable")
-    task = experiment.task
     chunks, start = [], 0
     while start < len(order):
         width = width_for(int(tokens[order[start]]), src.shape[1])
-        out_width = min(max_out, task.answer_width_for(width))
+        out_width = min(max_out, layout.answer_width_for(experiment.task, width))
         stop = start + int(np.sum(tokens[order[start:]] <= width))  # this width's inputs
         share = -(-(stop - start) // threads)
         rows = min(rows_for(experiment, width, out_width, budget), 1 << (share - 1).bit_length())

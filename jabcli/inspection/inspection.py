@@ -17,6 +17,7 @@ from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
+from jabcli.tasks import layout
 from jabcli.training import checkpoints
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
@@ -236,7 +237,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     import jax
 
     key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
-    rows = experiment.task.model_sources(rows, key)
+    rows = layout.model_sources(experiment.task, rows, key)
     batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
     for i, row in enumerate(rows):
         batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
@@ -250,7 +251,7 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     from jabcli.evaluation.decode import answer, row_keys
 
     experiment = loaded.experiment
-    max_out = experiment.task.answer_width_for(src.shape[1])
+    max_out = layout.answer_width_for(experiment.task, src.shape[1])
     keys = row_keys(jax.random.PRNGKey(DECODE_KEY), np.arange(len(src)))
     out, positions = answer(experiment, loaded.params, keys, src, max_out)
     return np.asarray(out), positions
@@ -264,7 +265,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     from jabcli.evaluation.decode import decode_rows
 
     src = encode_inputs(loaded, texts)
-    max_out = loaded.experiment.task.answer_width_for(src.shape[1])
+    max_out = layout.answer_width_for(loaded.experiment.task, src.shape[1])
     key = jax.random.PRNGKey(DECODE_KEY)
     outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
     rows = []
