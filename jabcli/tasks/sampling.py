@@ -25,7 +25,12 @@ def sample(task: Task, key: jax.Array, batch_size: int, min_len: int, max_len: i
 
 
 def held_out_batch(
-    task: Task, key: jax.Array, samples: int, min_len: int, max_len: int, each_length=False
+    task: Task,
+    key: jax.Array,
+    samples: int,
+    min_len: int,
+    max_len: int,
+    each_length: bool = False,
 ) -> Batch:
     """An evaluation batch: `samples` sources with lengths uniform in the range or, with
     `each_length`, `samples` sources at every length in it. Generated tasks draw them as
