@@ -31,6 +31,7 @@ import numpy as np
 from jabcli import API
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
+from jabcli.core.lengths import length_range as parse_range
 from jabcli.inspection import inspection
 from jabcli.runs import runs
 
@@ -85,7 +86,7 @@ def input_texts(value: Any) -> list[str]:
 def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
-        return inspection.parse_lengths(value, "lengths")
+        return parse_range(value, "lengths")
     if type(value) is int:
         return value, value
     if isinstance(value, (tuple, list)) and len(value) == 2:

@@ -72,14 +72,6 @@ def note(message: str) -> None:
     warnings.warn(message, Note, stacklevel=2)
 
 
-def parse_lengths(text: str, what: str = "--lengths") -> tuple[int, int]:
-    """`--lengths 1-64` -> (1, 64); `--lengths 17` -> (17, 17)."""
-    low, dash, high = text.partition("-")
-    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise JabError(f"{what} takes a range like 1-64 (or one length like 17), got {text!r}")
-    return int(low), int(high if dash else low)
-
-
 def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
     experiment = loaded.experiment
     task = experiment.task

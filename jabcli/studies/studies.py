@@ -45,6 +45,7 @@ from typing import Any
 
 from jabcli.core import config as configuration
 from jabcli.core.errors import JabError, suggest, whole
+from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread
 from jabcli.runs.runs import STUDY_FILE, atomic_write
 
@@ -278,17 +279,6 @@ def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
 
 def count(value, what: str, least: int) -> int:
     return whole(value, what, least, 2**31)
-
-
-def length_range(text, what: str) -> tuple[int, int]:
-    """'1-64' -> (1, 64); '17' or 17 -> (17, 17)."""
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    if not match or isinstance(text, bool):
-        raise JabError(f"{what} takes ranges like 1-64, got {text!r}")
-    low, high = int(match[1]), int(match[2] or match[1])
-    if not 1 <= low <= high:
-        raise JabError(f"{what} takes ranges like 1-64 (shortest first), got {text!r}")
-    return low, high
 
 
 def slug(name: str) -> str:
