@@ -12,6 +12,7 @@ import numpy as np
 from jabcli.core import memory
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
 from jabcli.model.experiment import Experiment
 from jabcli.tasks.tasks import Batch
@@ -48,7 +49,7 @@ def evaluate(
     if not len(src):
         raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
     max_out = tgt_out.shape[1]
-    answer_lengths = np.sum(tgt_out != PAD_ID, axis=1) - 1  # the index of each <eos>
+    answer_lengths = layout.answer_lengths(tgt_out)
     predicted = decode_rows(experiment, params, positions_key, src, max_out)
     if force_length:
         forced = decode_rows(experiment, params, positions_key, src, max_out, answer_lengths)
@@ -95,13 +96,13 @@ def check_evaluation_memory(
     (set by `longest`) cannot be decoded even alone."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
     task = experiment.task
-    width = task.source_tokens(max_len) + 1 + 2 * task.answer_width(max_len)
+    width = layout.source_width(task, max_len) + 2 * task.answer_width(max_len)
     # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
     # example as text on the host, a few hundred bytes apiece.
     per_row = 4 * 4 * width + 4 * task.answer_width(max_len) + 400 + 8 * width
     memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
     # Decoding takes a chunk of rows at a time: the longest inputs at least one row.
-    need = decode_bytes(experiment, task.source_tokens(max_len) + 1, task.answer_width(max_len))
+    need = decode_bytes(experiment, layout.source_width(task, max_len), task.answer_width(max_len))
     memory.check(need, f"decoding an input of {max_len} symbols", f"the longest length ({longest})")
 
 
@@ -128,7 +129,7 @@ def score(
     symbols = real if end_scored else real & (expected != EOS_ID)
     symbol_hits = (predicted == expected) & symbols
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
-    lengths = np.sum((src != PAD_ID) & (src != EOS_ID) & ~tokenizer.is_hint(src), axis=1)
+    lengths = layout.source_symbols(tokenizer, src)
     per_length = {}
     for length in np.unique(lengths):
         rows = lengths == length

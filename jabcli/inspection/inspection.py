@@ -13,7 +13,8 @@ import numpy as np
 
 from jabcli.core.errors import JabError, Note, suggest
 from jabcli.core.spread import Spread
-from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
+from jabcli.core.tokenizer import EOS_ID, clean
+from jabcli.evaluation import layout
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
@@ -228,11 +229,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     import jax
 
     key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
-    rows = experiment.task.model_sources(rows, key)
-    batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
-    for i, row in enumerate(rows):
-        batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
-    return batch
+    return layout.source_rows(experiment.task.model_sources(rows, key))
 
 
 def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -242,7 +239,7 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     from jabcli.evaluation.decode import answer, row_keys
 
     experiment = loaded.experiment
-    max_out = experiment.task.answer_width_for(src.shape[1])
+    max_out = layout.answer_width(experiment.task, src.shape[1])
     keys = row_keys(jax.random.PRNGKey(DECODE_KEY), np.arange(len(src)))
     out, positions = answer(experiment, loaded.params, keys, src, max_out)
     return np.asarray(out), positions
@@ -256,7 +253,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     from jabcli.evaluation.decode import decode_rows
 
     src = encode_inputs(loaded, texts)
-    max_out = loaded.experiment.task.answer_width_for(src.shape[1])
+    max_out = layout.answer_width(loaded.experiment.task, src.shape[1])
     key = jax.random.PRNGKey(DECODE_KEY)
     outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
     rows = []
@@ -319,11 +316,10 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     src = encode_inputs(loaded, [text])
     outputs, (src_positions, tgt_positions) = decode_batch(loaded, src)
     out = outputs[0]
-    ends = np.flatnonzero(out == EOS_ID)
-    produced = out[: ends[0] + 1] if ends.size else out
+    produced = layout.produced(out)
     if experiment.one_pass:
         return slots_attention(loaded, text, src, out, produced, src_positions, tgt_positions)
-    tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
+    tgt_in = layout.decoder_input(produced)
     # The positions decoding read, so the picture shows the computation that answered.
     weights = attention_weights(
         experiment, loaded.params, src, tgt_in, src_positions, tgt_positions[:, : tgt_in.shape[1]]
