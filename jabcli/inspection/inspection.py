@@ -3,11 +3,12 @@ compute. Every function returns values; the CLI decides how to show them."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from jabcli.core.errors import JabError, Note, suggest
 from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import EOS_ID, clean
 from jabcli.evaluation import layout
+from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
@@ -102,35 +104,35 @@ def evaluation_key(seed: int):
     return jax.random.fold_in(jax.random.PRNGKey(seed), INSPECTION_STREAM)
 
 
-def evaluate_run(
-    loaded: Loaded,
-    samples: int,
-    min_len: int | None,
-    max_len: int | None,
-    seed: int,
-    each_length: bool = False,
-    force_length: bool = False,
-) -> dict[str, Any]:
-    """Held-out accuracy of a run; with `each_length`, `samples` at every length; with
-    `force_length`, also the exact match of answers decoded at their true length."""
-    from jabcli.evaluation.evaluate import evaluate
+class Evaluated(Scores):
+    """What `jab eval` measures of a run: its held-out `Scores`, which checkpoint of
+    which run, and the lengths measured (`missing_lengths`: those a data file has no
+    held-out pair at); of a group of seeds, the figures over seeds (`combine`) and each
+    seed's own under `seeds`."""
+
+    run: str
+    step: int
+    task: str
+    pos_encoding: str
+    train_lengths: list[int]
+    min_len: int
+    max_len: int
+    missing_lengths: NotRequired[list[int]]
+    seeds: NotRequired[list[Evaluated]]
+
+
+def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
+    """Held-out accuracy of a run on the inputs `held_out` names (its lengths None: the
+    run's training lengths), drawn from `seed`."""
 
     cfg = loaded.experiment.config
     t = cfg.task
-    min_len = t.min_len if min_len is None else min_len
-    max_len = t.max_len if max_len is None else max_len
+    min_len = t.min_len if held_out.min_len is None else held_out.min_len
+    max_len = t.max_len if held_out.max_len is None else held_out.max_len
     check_lengths(loaded, min_len, max_len)
-    result = evaluate(
-        loaded.experiment,
-        loaded.params,
-        evaluation_key(seed),
-        samples,
-        min_len,
-        max_len,
-        each_length,
-        force_length,
-    )
-    if each_length:  # a data file may have no held-out pairs at some lengths
+    held_out = dataclasses.replace(held_out, min_len=min_len, max_len=max_len)
+    result = evaluate(loaded.experiment, loaded.params, evaluation_key(seed), held_out)
+    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
         result["missing_lengths"] = [
             n for n in range(min_len, max_len + 1) if n not in result["per_length"]
         ]
@@ -146,34 +148,19 @@ def evaluate_run(
     }
 
 
-def evaluate_runs(
-    path: Path,
-    seeds: list[Loaded],
-    samples: int,
-    min_len: int | None,
-    max_len: int | None,
-    seed: int,
-    each_length: bool = False,
-    force_length: bool = False,
-) -> dict[str, Any]:
+def evaluate_runs(path: Path, seeds: list[Loaded], held_out: HeldOut, *, seed: int) -> Evaluated:
     """`evaluate_run` of a run; of a group, every seed's on the same held-out sample,
     combined (see `combine`)."""
-    results = [
-        evaluate_run(one, samples, min_len, max_len, seed, each_length, force_length)
-        for one in seeds
-    ]
+    results = [evaluate_run(one, held_out, seed=seed) for one in seeds]
     return results[0] if len(results) == 1 else combine(str(path), results)
 
 
-FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
-
-
-def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+def combine(path: str, results: list[Evaluated]) -> Evaluated:
     """Several seeds' results as one: each accuracy, overall and per length, is the median
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def spread(rows: list[Figures]) -> dict[str, Any]:
         figures = {}
         for name in (name for name in FIGURES if name in rows[0]):
             median, low, high = Spread.of(row[name] for row in rows)

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import RUNS_DIR, Mismatch, Run, runs_in
 from jabcli.training import checkpoints
@@ -31,7 +30,6 @@ def summary(run: Run) -> dict[str, Any]:
     listed = found["checkpoints"]
     scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
     step = listed[-1]["step"] if listed else 0
-    reached = bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
     usable = listed[-1] if listed else None  # the checkpoint commands load
     if run.is_running():
         state = "running"
@@ -40,7 +38,7 @@ def summary(run: Run) -> dict[str, Any]:
     elif (damage := newest_damage(run, found)) is not None:
         state = f"damaged: {damage[0]}"
         usable = damage[1]
-    elif reached:
+    elif run.at_target():
         state = "target reached"
     elif step >= cfg.train.steps:
         state = "finished"
