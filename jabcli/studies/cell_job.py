@@ -79,7 +79,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         force_length=evaluate["force_length"],
     )
     result = inspection.evaluate_runs(path, loaded, held_out, seed=evaluate["seed"])
-    evaluation = {
+    evaluation: studies.CellEvaluation = {
         "spec": cell["spec"],
         "step": result["step"],
         "task": result["task"],
