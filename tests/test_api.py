@@ -134,7 +134,10 @@ def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained
     for bad, message in [
         ({"samples": -5}, "samples must be a whole number of at least 1, got -5"),
         ({"samples": 0}, "samples must be a whole number of at least 1, got 0"),
-        ({"lengths": "1-x"}, "lengths takes a range like 1-64 (or one length like 17), got '1-x'"),
+        (
+            {"lengths": "1-x"},
+            "lengths takes a range like 1-64, shortest first (or one length like 17), got '1-x'",
+        ),
         ({"lengths": (1, 2, 3)}, "lengths takes (shortest, longest)"),
         ({"checkpoint": 1.5}, "checkpoint takes 'best', 'latest' or a step number"),
     ]:

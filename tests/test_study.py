@@ -524,7 +524,7 @@ evaluate: {lengths: 1-32, bins: [1-8, 9-32]}
     assert study.cells[-1].values["train.steps"] == 70
     assert all(c.seeds == 3 for c in study.cells)
     assert study.evaluation.bins == ((1, 8), (9, 32))
-    with pytest.raises(JabError, match=r"evaluate.bins takes ranges"):
+    with pytest.raises(JabError, match=r"evaluate.bins takes a range"):
         read(
             write(
                 tmp_path / "b.yaml",

@@ -409,12 +409,14 @@ def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_mar
         return np.asarray([r + [PAD_ID] * (4 - len(r)) for r in rows])
 
     src = np.asarray([[*tok.ids("0110"), EOS_ID]] * 2)
-    parity = score(tok, src, ids("1", "0"), ids("0", "0"), TASKS["parity_check"].end_scored)
+    parity = score(
+        tok, src, ids("1", "0"), ids("0", "0"), end_scored=TASKS["parity_check"].end_scored
+    )
     assert (parity["token_acc"], parity["symbol_acc"], parity["seq_acc"]) == (0.75, 0.5, 0.5)
     stack = TASKS["stack_manipulation"].end_scored
-    short = score(tok, src, ids("10", "1"), ids("11", "10"), stack)  # "1" ends too early
+    short = score(tok, src, ids("10", "1"), ids("11", "10"), end_scored=stack)  # "1" ends too early
     assert short["symbol_acc"] == short["token_acc"] == 3 / 6
-    assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 2 / 3
+    assert score(tok, src, ids("", "1"), ids("", "0"), end_scored=stack)["symbol_acc"] == 2 / 3
 
 
 def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():

@@ -31,6 +31,8 @@ import numpy as np
 from jabcli import API
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
+from jabcli.core.lengths import length_range as parse_range
+from jabcli.evaluation.evaluate import HeldOut
 from jabcli.inspection import inspection
 from jabcli.runs import runs
 
@@ -85,7 +87,7 @@ def input_texts(value: Any) -> list[str]:
 def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
-        return inspection.parse_lengths(value, "lengths")
+        return parse_range(value, "lengths")
     if type(value) is int:
         return value, value
     if isinstance(value, (tuple, list)) and len(value) == 2:
@@ -190,11 +192,8 @@ class Run:
         whole(seed, "seed", 0)
         low, high = length_range(lengths) if lengths is not None else (None, None)
         path, loaded = inspection.load_runs(self.path, checkpoint_name(checkpoint))
-        return Result(
-            inspection.evaluate_runs(
-                path, loaded, samples, low, high, seed, each_length, force_length
-            )
-        )
+        held_out = HeldOut(samples, low, high, each_length=each_length, force_length=force_length)
+        return Result(inspection.evaluate_runs(path, loaded, held_out, seed=seed))
 
     def predict(
         self, texts: str | list[str], checkpoint: str = "latest", skip_bad: bool = False
@@ -288,9 +287,9 @@ def compare(
         lengths = length_range(lengths)
     else:
         lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
+    held_out = HeldOut(samples, *lengths, each_length=True)
     return Comparison(
-        Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))
-        for path, seeds in loaded
+        Result(inspection.evaluate_runs(path, seeds, held_out, seed=seed)) for path, seeds in loaded
     )
 
 

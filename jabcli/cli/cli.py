@@ -34,6 +34,7 @@ from jabcli.cli.workarounds import (
     quiet_broken_pipes,
 )
 from jabcli.core.errors import JabError, Note, suggest
+from jabcli.core.lengths import length_range
 
 app = typer.Typer(
     cls=Group,
@@ -442,14 +443,13 @@ def eval_command(
     """Measure a run on fresh held-out data: accuracy overall and by length."""
     from jabcli.cli.display import console, decoding
     from jabcli.cli.tables import eval_report
-    from jabcli.inspection import inspection
     from jabcli.runs.runs import open_runs
 
     if lengths is not None and (min_len is not None or max_len is not None):
         raise JabError("give either --lengths A-B or --min-len/--max-len, not both")
     each_length = lengths is not None
     if each_length:
-        min_len, max_len = inspection.parse_lengths(lengths)
+        min_len, max_len = length_range(lengths, "--lengths")
     configure_jax(no_cache)
     one = chosen_run(run)
     passes = len(open_runs(one.path)[1]) * (2 if force_length else 1)
@@ -508,11 +508,10 @@ def compare(
     from jabcli.api import api, plots
     from jabcli.cli.display import console, decoding, say
     from jabcli.cli.tables import comparison
-    from jabcli.inspection import inspection
     from jabcli.runs.runs import open_runs
 
     check_save(save, (".svg", ".png"))
-    bounds = inspection.parse_lengths(lengths) if lengths is not None else None
+    bounds = length_range(lengths, "--lengths") if lengths is not None else None
     tasks = [open_runs(path)[1][0].load_config()[0].task for path in runs]
     alphabets = list(dict.fromkeys(task.alphabet for task in tasks))
     if len(alphabets) > 1 and len({task.name for task in tasks}) == 1:  # else the table says

@@ -41,12 +41,16 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from jabcli.core import config as configuration
 from jabcli.core.errors import JabError, suggest, whole
+from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread
 from jabcli.runs.runs import STUDY_FILE, atomic_write
+
+if TYPE_CHECKING:
+    from jabcli.evaluation.evaluate import Figures
 
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
 LOGS = "logs"  # in the study folder: each cell worker's stderr
@@ -278,17 +282,6 @@ def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
 
 def count(value, what: str, least: int) -> int:
     return whole(value, what, least, 2**31)
-
-
-def length_range(text, what: str) -> tuple[int, int]:
-    """'1-64' -> (1, 64); '17' or 17 -> (17, 17)."""
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    if not match or isinstance(text, bool):
-        raise JabError(f"{what} takes ranges like 1-64, got {text!r}")
-    low, high = int(match[1]), int(match[2] or match[1])
-    if not 1 <= low <= high:
-        raise JabError(f"{what} takes ranges like 1-64 (shortest first), got {text!r}")
-    return low, high
 
 
 def slug(name: str) -> str:
@@ -577,7 +570,7 @@ def shown(value: Any) -> str:
     return str(value)
 
 
-def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
+def evaluation_of(out: Path, cell: Cell | dict) -> CellEvaluation | None:
     """A cell's evaluation.json, if it is measured with the cell's current spec."""
     folder = cell.folder if isinstance(cell, Cell) else cell["folder"]
     spec = cell.spec if isinstance(cell, Cell) else cell["spec"]
@@ -589,6 +582,75 @@ def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
 
 
 # results
+
+
+class SpreadFigure(TypedDict):
+    """A figure over seeds as study.json and `jab study show --json` keep it (a `Spread`)."""
+
+    median: float
+    min: float
+    max: float
+
+
+class SeedEvaluation(TypedDict):
+    """One seed of a cell as its evaluation.json keeps it: every figure at each length."""
+
+    seed: int
+    per_length: dict[str, Figures]
+
+
+class CellEvaluation(TypedDict):
+    """A cell's evaluation.json (written by `cell_job.work`): what was measured, with the
+    spec it was measured for, and each seed's figures by length."""
+
+    spec: str
+    step: int
+    task: str
+    pos_encoding: str
+    train_lengths: list[int]
+    longest: int
+    train_s: float
+    eval_s: float
+    seeds: list[SeedEvaluation]
+
+
+class CellRow(TypedDict):
+    """A cell in a study's table (`table`): what it is and its state; once measured, its
+    figures (`measured`): each bin's (`bins`, and `token_bins`, ... by `BIN_KEYS`), the
+    longest length at >= 50% and the exact match at each length, over seeds."""
+
+    name: str
+    folder: str
+    task: str
+    seeds: int
+    steps: int
+    state: str  # measured, not finished or failed: <error>
+    step: NotRequired[int]
+    train_s: NotRequired[float]
+    eval_s: NotRequired[float]
+    longest: NotRequired[int]
+    train_lengths: NotRequired[list[int]]
+    pos_encoding: NotRequired[str]
+    bins: NotRequired[dict[str, SpreadFigure]]
+    token_bins: NotRequired[dict[str, SpreadFigure]]
+    symbol_bins: NotRequired[dict[str, SpreadFigure]]
+    forced_bins: NotRequired[dict[str, SpreadFigure]]
+    forced_symbol_bins: NotRequired[dict[str, SpreadFigure]]
+    longest_at_half: NotRequired[SpreadFigure]
+    per_length: NotRequired[dict[str, SpreadFigure]]
+
+
+class StudyTable(TypedDict):
+    """A study's results (`table`), as `jab study show --json` prints them (with the
+    metric shown added)."""
+
+    study: str
+    folder: str
+    samples_per_length: int | None
+    lengths: list[int] | None
+    bins: list[str]
+    force_length: bool
+    cells: list[CellRow]
 
 
 def bin_name(low: int, high: int) -> str:
@@ -610,13 +672,13 @@ def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
     return max((int(n) for n, row in per_length.items() if row["seq_acc"] >= 0.5), default=0)
 
 
-def spread(values: list[float]) -> dict[str, float]:
+def spread(values: list[float]) -> SpreadFigure:
     """A figure over seeds as study.json keeps it."""
     median, low, high = Spread.of(values)
     return {"median": median, "min": low, "max": high}
 
 
-def table(out: Path, bins: str | None = None) -> dict[str, Any]:
+def table(out: Path, bins: str | None = None) -> StudyTable:
     """The study's results: per cell, every bin's exact match (and token accuracy, and with
     force_length the exact match at the true length) as median, min and max over seeds,
     the longest length at >= 50%, and the state of cells not measured yet. `bins`
@@ -631,19 +693,17 @@ def table(out: Path, bins: str | None = None) -> dict[str, Any]:
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:
-        row = {
+        result = evaluation_of(out, cell)
+        row: CellRow = {
             "name": cell["name"],
             "folder": str(out / cell["folder"]),
             "task": cell["task"],
             "seeds": cell["seeds"],
             "steps": cell["steps"],
+            "state": "measured" if result is not None else state(out, cell, failed),
         }
-        result = evaluation_of(out, cell)
-        if result is None:
-            row["state"] = state(out, cell, failed)
-            rows.append(row)
-            continue
-        row.update(state="measured", **measured(result, bins))
+        if result is not None:
+            row.update(measured(result, bins))
         rows.append(row)
     return {
         "study": data["name"],
@@ -667,7 +727,7 @@ BIN_KEYS = {
 }
 
 
-def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, Any]:
+def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> dict[str, Any]:
     """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
     and with force_length the exact match at the true length), the longest length at
     >= 50% and the exact match at each length, each as median, min and max over seeds."""
