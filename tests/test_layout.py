@@ -190,3 +190,14 @@ def test_experiment_names_no_positional_scheme_every_scheme_is_one_class_and_one
     assert not re.search(r"\.coupled\b", source)  # what a scheme does is its own business
     registered = {type(scheme).__name__ for scheme in positions.SCHEMES.values()}
     assert registered <= kinds and len(positions.SCHEMES) == len(registered)
+
+
+def test_jab_imports_no_private_module_of_another_package():
+    private = {
+        (name, imported)
+        for name, found in modules().items()
+        for imported in found
+        if not imported.startswith("jabcli")
+        and any(part.startswith("_") for part in imported.split(".")[1:])
+    }
+    assert private == set()

@@ -26,11 +26,10 @@ from jabcli.cli.workarounds import (
     ClickException,
     Command,
     Group,
-    NoArgsIsHelpError,
-    NoSuchOption,
     close_option,
     plain_words,
     quiet_broken_pipes,
+    unknown_option,
 )
 from jabcli.core.errors import JabError, Note
 
@@ -107,16 +106,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except (typer.Abort, KeyboardInterrupt):
         interrupted()
-    except NoArgsIsHelpError as err:
-        print(err.format_message())
-        sys.exit(0)
     except ClickException as err:
         ctx = getattr(err, "ctx", None)
         where = ctx.command_path if ctx is not None and ctx.parent is not None else None
         where = where or named_command(cli, args)  # an option's missing value: no ctx
         message = plain_words(err.format_message())
-        if isinstance(err, NoSuchOption) and ctx is not None:  # Click's guesses are too wild
-            message = err.message + close_option(err.option_name, ctx)
+        option = unknown_option(err)
+        if option is not None and ctx is not None:  # Click's guesses are too wild
+            message = err.message + close_option(option, ctx)
         fail(f"{message} (see '{where} --help')")
     except Exception as err:
         if "RESOURCE_EXHAUSTED" not in str(err) or os.environ.get("JAB_DEBUG"):
