@@ -154,9 +154,9 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
     paper's Transformer's."""
     from pathlib import Path
 
-    from jabcli.studies import studies
+    from jabcli.studies import study_file
 
-    study = studies.read(Path(__file__).resolve().parent.parent / "studies" / file)
+    study = study_file.read(Path(__file__).resolve().parent.parent / "studies" / file)
     expected = {
         "reverse": {"alphabet": "01"},
         "duplicate": {"alphabet": "01"},

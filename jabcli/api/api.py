@@ -315,7 +315,8 @@ def study(
     `KeyboardInterrupt` (run it again to resume)."""
     from jabcli.core import runtime
     from jabcli.studies import study_run
-    from jabcli.studies.studies import read, slug
+    from jabcli.studies.studies import slug
+    from jabcli.studies.study_file import read
 
     file, out = path_of(file, "study"), path_of(out, "out")
     if file is None:

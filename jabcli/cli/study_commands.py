@@ -73,13 +73,13 @@ def study_run_command(
     from jabcli.cli.display import commands, console, say
     from jabcli.cli.live import StudyView
     from jabcli.cli.tables import study_table
-    from jabcli.studies import studies, study_run
+    from jabcli.studies import studies, study_file, study_run
 
     if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
         raise JabError("--cpus-per-cell and --gpus-per-cell go with --ray")
     if ray is not None and workers is not None:
         raise JabError("--workers is for this machine; with --ray the cluster decides")
-    found = studies.read(file)
+    found = study_file.read(file)
     folder = out or Path("runs") / studies.slug(found.name)
     configure_jax(no_cache)
     if no_cache:
