@@ -154,9 +154,9 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
     paper's Transformer's."""
     from pathlib import Path
 
-    from jabcli.studies import studies
+    from jabcli.studies import study_file
 
-    study = studies.read(Path(__file__).resolve().parent.parent / "studies" / file)
+    study = study_file.read(Path(__file__).resolve().parent.parent / "studies" / file)
     expected = {
         "reverse": {"alphabet": "01"},
         "duplicate": {"alphabet": "01"},
@@ -336,7 +336,7 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
 ):
     from jabrun import TINY_SETS
 
-    from jabcli.cli import cli
+    from jabcli.cli import cli, options
     from jabcli.tasks import registry, tasks
     from jabcli.training import session
 
@@ -349,8 +349,8 @@ def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_l
     assert isinstance(experiment.task, Echo) and experiment.config.task.name == "echo"
     outcome = session.start(experiment, tmp_path / "run")
     assert outcome.step == 2 and (tmp_path / "run/checkpoints/manifest.json").exists()
-    assert cli.complete_task("ec") == ["echo"]
-    assert set(cli.complete_task("")) == {*registry.TASKS, "file:"}
+    assert options.complete_task("ec") == ["echo"]
+    assert set(options.complete_task("")) == {*registry.TASKS, "file:"}
     with pytest.raises(SystemExit) as done:
         cli.main(["tasks", "--json"])
     assert done.value.code == 0

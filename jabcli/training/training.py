@@ -50,7 +50,13 @@ class Schedule(NamedTuple):
     takes them as values, not constants, so that configs which differ only in
     train.steps, train.learning_rate or train.warmup_steps (`SCHEDULE_KEYS`) share one
     compiled program: a run extended with more steps, or a study's rows of learning
-    rates, compile once."""
+    rates, compile once.
+
+    optax's own `warmup_cosine_decay_schedule` cannot be built inside the program from
+    these numbers as traced values: it takes its step counts as Python ints and branches
+    on its arguments in Python (`peak_value == 0.0`, `transition_steps <= 0`,
+    `decay_steps > 0`), which a traced value refuses (TracerBoolConversionError). Hence
+    `learning_rate`, whose bits a test checks against optax's."""
 
     peak: Any  # float32
     warmup: Any  # int32: steps of warmup
