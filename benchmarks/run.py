@@ -75,7 +75,7 @@ from rich.table import Table
 from jabcli.core.tokenizer import EOS_ID, Tokenizer
 from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
 from jabcli.model.experiment import Experiment, resolve
-from jabcli.tasks import layout
+from jabcli.tasks import derived
 from jabcli.training.training import Schedule, Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
@@ -275,7 +275,7 @@ def jab_train(
         seconds, (state, _) = timed(lambda state=state: chunk(state, num_steps))
         rates.append(sizes.chunk / seconds)
     steps_per_s = median(rates)
-    src_len, tgt_len = layout.widths(experiment.task, shape["max_len"])
+    src_len, tgt_len = derived.widths(experiment.task, shape["max_len"])
     flops_per_s = flops * steps_per_s
     return {
         "packed": experiment.packs,
@@ -294,9 +294,10 @@ def jab_train(
     }
 
 
-def torch_train(shape: dict[str, int], sizes: Sizes) -> dict:
-    """The eager PyTorch baseline at the same shape, in a process of its own (so that no
-    JAX thread pool shares the CPU with it), or why it was skipped."""
+def torch_train(shape: dict[str, int], sizes: Sizes, compiled: bool = False) -> dict:
+    """The PyTorch baseline at the same shape, eager or through `torch.compile`, in a
+    process of its own (so that no JAX thread pool shares the CPU with it), or why it was
+    skipped."""
     kwargs = {
         **shape,
         "src_len": shape["max_len"] + 1,
@@ -306,6 +307,7 @@ def torch_train(shape: dict[str, int], sizes: Sizes) -> dict:
         "warmup": sizes.torch_warmup,
         "repeats": sizes.torch_repeats,
         "dropout": TRAIN_DROPOUT,
+        "compiled": compiled,
     }
     code = (
         f"import json, sys; sys.path.insert(0, {str(HERE)!r}); import torch_baseline; "
@@ -330,15 +332,31 @@ def bench_train(sizes: Sizes) -> dict:
             )
         note(f"train: PyTorch eager, {name} shape")
         torch = torch_train(shape, sizes)
-        if "skipped" in torch:
-            console.print(f"[yellow]{torch['skipped']}; the baseline is skipped[/yellow]")
-        else:
-            torch["useful_tokens_per_s"] = torch["steps_per_sec_median"] * useful_tokens(shape)
-        ratio = {
-            kind: None if "skipped" in torch else r["steps_per_s"] / torch["steps_per_sec_median"]
-            for kind, r in runs.items()
+        note(f"train: PyTorch with torch.compile, {name} shape")
+        compiled = torch_train(shape, sizes, compiled=True)
+        for baseline in (torch, compiled):
+            if "skipped" in baseline:
+                console.print(f"[yellow]{baseline['skipped']}; the baseline is skipped[/yellow]")
+            else:
+                steps = baseline["steps_per_sec_median"]
+                baseline["useful_tokens_per_s"] = steps * useful_tokens(shape)
+
+        def over(baseline: dict, runs: dict = runs) -> dict:
+            return {
+                kind: None
+                if "skipped" in baseline
+                else r["steps_per_s"] / baseline["steps_per_sec_median"]
+                for kind, r in runs.items()
+            }
+
+        shapes[name] = {
+            "shape": shape,
+            "jab": runs,
+            "torch": torch,
+            "torch_compiled": compiled,
+            "jab_over_torch": over(torch),
+            "jab_over_torch_compiled": over(compiled),
         }
-        shapes[name] = {"shape": shape, "jab": runs, "torch": torch, "jab_over_torch": ratio}
     print_train(peak, shapes)
     return {"matmul_peak": peak, "shapes": shapes}
 
@@ -356,6 +374,8 @@ def print_train(peak: dict, shapes: dict) -> None:
                     fmt(100 * jab["fraction_of_matmul_peak"], ".1f", "%"),
                     fmt(r["torch"].get("steps_per_sec_median"), ".1f"),
                     fmt(r["jab_over_torch"][kind], ".2f", "x"),
+                    fmt(r["torch_compiled"].get("steps_per_sec_median"), ".1f"),
+                    fmt(r["jab_over_torch_compiled"][kind], ".2f", "x"),
                 ]
             )
     console.print(
@@ -367,8 +387,10 @@ def print_train(peak: dict, shapes: dict) -> None:
                 "useful tok/s",
                 "GFLOP/step",
                 "% peak",
-                "torch step/s",
-                "jab/torch",
+                "torch eager step/s",
+                "jab/eager",
+                "torch.compile step/s",
+                "jab/compiled",
             ],
             rows,
         )
@@ -706,7 +728,15 @@ def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
     if "train" in results:
         for name in TRAIN_SHAPES:
             ratio = dig(results, "train", "shapes", name, "jab_over_torch", "packed")
-            add(f"{name} shape: jab >= 1.3x PyTorch", fmt(ratio, ".2f", "x"), at_least(ratio, 1.3))
+            add(
+                f"{name} shape: jab >= 2x PyTorch eager", fmt(ratio, ".2f", "x"), at_least(ratio, 2)
+            )
+            ratio = dig(results, "train", "shapes", name, "jab_over_torch_compiled", "packed")
+            add(f"{name} shape: jab beside torch.compile", fmt(ratio, ".2f", "x"), None)
+        share = dig(
+            results, "train", "shapes", "reference", "jab", "packed", "fraction_of_matmul_peak"
+        )
+        add("reference shape: >= 70% of the matmul peak", fmt(share, ".0%"), at_least(share, 0.7))
     if "solve" in results:
         for task, limit in (("copy", 20), ("reverse", 40), ("sort", 50)):
             r = results["solve"][task]
@@ -867,7 +897,7 @@ def bench_decode_long(sizes: Sizes) -> dict:
 
     def throughput(length: int, rows: int = 16) -> dict:
         src = np.asarray(experiment.sample(jax.random.PRNGKey(length), rows, length, length).src)
-        max_out = layout.answer_width_for(experiment.task, src.shape[1])
+        max_out = derived.answer_width_for(experiment.task, src.shape[1])
         key = jax.random.PRNGKey(0)
         decode_rows(experiment, params, key, src, max_out)  # compiles
         jab_s, _ = timed(lambda: decode_rows(experiment, params, key, src, max_out))
@@ -876,7 +906,9 @@ def bench_decode_long(sizes: Sizes) -> dict:
         torch_s, _ = timed(lambda: tb.greedy_answers_cached(model, torch_src, max_out))
         tokens = rows * max_out
         width = width_for(src.shape[1], src.shape[1])
-        flops = tokens * decode_flops(shape, width, layout.answer_width_for(experiment.task, width))
+        flops = tokens * decode_flops(
+            shape, width, derived.answer_width_for(experiment.task, width)
+        )
         return {
             "jab_tokens_per_s": tokens / jab_s, "torch_tokens_per_s": tokens / torch_s,
             "jab_over_torch": torch_s / jab_s, "jab_flops_per_s": flops / jab_s,

@@ -35,18 +35,18 @@ def main() -> None:
     result = Trainer(experiment).run()
     wall = time.perf_counter() - start
 
-    seq_acc = result["last_eval"][0]["seq_acc"] if result["last_eval"] else 0.0
+    seq_acc = result.last_eval[0]["seq_acc"] if result.last_eval else 0.0
     print(
         json.dumps(
             {
                 "task": args.task,
                 "seed": args.seed,
                 "wall_s": wall,
-                "steps": result["step"],
+                "steps": result.step,
                 "max_steps": experiment.config.train.steps,
                 "seq_acc": seq_acc,
                 "target_seq_acc": experiment.config.train.target_seq_acc,
-                "reached": seq_acc >= experiment.config.train.target_seq_acc,
+                "reached": result.reached_target,
                 "persistent_cache": jax.config.jax_compilation_cache_dir,
             }
         ),

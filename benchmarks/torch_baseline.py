@@ -1,22 +1,24 @@
 """Eager PyTorch baseline of jab's encoder-decoder Transformer, for train-step throughput.
 
 The same architecture as jab's Haiku model, written out in small nanoGPT-style classes
-(no `nn.Transformer`, no `torch.compile`) so a jab train step can be timed side by side
-with a plain PyTorch one:
+(no `nn.Transformer`) as a PyTorch user would write it for speed, so a jab train step can
+be timed side by side with a PyTorch one, eager and with `torch.compile` (`compiled`):
 
 * one token embedding shared by encoder and decoder, scaled by sqrt(d_model), plus a
   sinusoidal positional encoding, then dropout;
 * post-LN encoder layers: x = LN(x + MHA(x, x, x)); x = LN(x + FFN(x));
 * post-LN decoder layers: masked self-attention, cross-attention to the encoder output,
   FFN, each followed by Add & Norm;
-* attention with a separate query projection and a fused key/value projection;
+* attention with a separate query projection and a fused key/value projection, computed by
+  `F.scaled_dot_product_attention` (PyTorch's fused kernel);
 * a final linear layer to the vocabulary, cross-entropy that ignores <pad> (id 0),
-  Adam (lr 1e-3) and global-norm gradient clipping at 1.0.
+  AdamW as jab's (betas 0.9 and 0.98, weight decay 0.01, lr 1e-3; the fused
+  implementation) and global-norm gradient clipping at 1.0.
 
 Data is the reverse task over digit ids 3..12, drawn before timing starts so only the
 train steps are measured. Run it directly to print both benchmark shapes:
 
-    python benchmarks/torch_baseline.py [--steps 50] [--repeats 3] [--threads N]
+    python benchmarks/torch_baseline.py [--steps 50] [--repeats 3] [--threads N] [--compiled]
 
 `solve_reverse` is the time-to-solve baseline: jab's reverse preset (its initializers,
 AdamW with warmup and cosine decay, held-out exact match every `eval_every` steps,
@@ -42,6 +44,7 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 FIRST_DIGIT_ID, NUM_DIGITS = 3, 10
 NEG_INF = -1e9  # what masked attention logits are set to
 LEARNING_RATE = 1e-3
+WEIGHT_DECAY = 0.01  # jab's train.weight_decay
 MAX_GRAD_NORM = 1.0
 
 
@@ -92,10 +95,8 @@ class MultiHeadAttention(nn.Module):
         """
         q = self.split_heads(self.query(x))
         k, v = (self.split_heads(t) for t in self.key_value(memory).chunk(2, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        weights = scores.masked_fill(~mask, NEG_INF).softmax(dim=-1)
-        context = (weights @ v).transpose(1, 2).reshape(x.shape)
-        return self.out(context)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(context.transpose(1, 2).reshape(x.shape))
 
 
 class FeedForward(nn.Module):
@@ -236,8 +237,17 @@ def reverse_batch(
     return src, tgt_in, tgt_out
 
 
-def make_optimizer(model: nn.Module) -> torch.optim.Optimizer:
-    return torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+def make_optimizer(
+    model: nn.Module, learning_rate: float = LEARNING_RATE, weight_decay: float = WEIGHT_DECAY
+) -> torch.optim.Optimizer:
+    """jab's AdamW (optax.adamw with b1 0.9, b2 0.98), PyTorch's fused implementation."""
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=learning_rate,
+        betas=(0.9, 0.98),
+        weight_decay=weight_decay,
+        fused=True,
+    )
 
 
 def train_step(
@@ -274,10 +284,12 @@ def measure_train_steps_per_sec(
     seed: int = 0,
     threads: int | None = None,
     dropout: float = 0.1,
+    compiled: bool = False,
 ) -> dict:
     """Train steps per second: `warmup` untimed steps, then `repeats` timed blocks of `steps`.
 
-    Batches are drawn before timing; each block ends with one `loss.item()`.
+    Batches are drawn before timing; each block ends with one `loss.item()`. `compiled`
+    runs the model through `torch.compile` (the warm-up steps compile it: `warmup_s`).
     """
     if threads is not None:
         torch.set_num_threads(threads)
@@ -286,6 +298,8 @@ def measure_train_steps_per_sec(
     model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size, dropout))
     model.train()
     optimizer = make_optimizer(model)
+    if compiled:
+        model = torch.compile(model)
     batches = [
         reverse_batch(
             generator,
@@ -298,8 +312,10 @@ def measure_train_steps_per_sec(
         for _ in range(warmup + steps * repeats)
     ]
 
+    start = time.perf_counter()
     for batch in batches[:warmup]:
-        train_step(model, optimizer, batch)
+        train_step(model, optimizer, batch).item()
+    warmup_s = time.perf_counter() - start
 
     rates: list[float] = []
     for r in range(repeats):
@@ -313,6 +329,8 @@ def measure_train_steps_per_sec(
     return {
         "steps_per_sec_median": statistics.median(rates),
         "steps_per_sec_all": rates,
+        "warmup_s": warmup_s,
+        "compiled": compiled,
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
     }
@@ -425,9 +443,7 @@ def solve_reverse(
     held_out = torch.Generator().manual_seed(seed + 1_000_003)
     model = Transformer(ModelConfig(d_model, num_heads, d_ff, num_layers, vocab_size, 0.0))
     model.init_as_jab()
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=learning_rate, betas=(0.9, 0.98), weight_decay=weight_decay
-    )
+    optimizer = make_optimizer(model, learning_rate, weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_cosine(step, min(warmup_steps, steps), steps)
     )
@@ -484,6 +500,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--compiled", action="store_true", help="through torch.compile")
     parser.add_argument("--solve", action="store_true", help="time to solve reverse instead")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -504,6 +521,7 @@ def main() -> None:
             warmup=args.warmup,
             repeats=args.repeats,
             threads=args.threads,
+            compiled=args.compiled,
         )
         print(json.dumps({"shape": name, "params": params, **shape, **result}))
 

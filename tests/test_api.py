@@ -134,7 +134,10 @@ def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained
     for bad, message in [
         ({"samples": -5}, "samples must be a whole number of at least 1, got -5"),
         ({"samples": 0}, "samples must be a whole number of at least 1, got 0"),
-        ({"lengths": "1-x"}, "lengths takes a range like 1-64 (or one length like 17), got '1-x'"),
+        (
+            {"lengths": "1-x"},
+            "lengths takes a range like 1-64, shortest first (or one length like 17), got '1-x'",
+        ),
         ({"lengths": (1, 2, 3)}, "lengths takes (shortest, longest)"),
         ({"checkpoint": 1.5}, "checkpoint takes 'best', 'latest' or a step number"),
     ]:
@@ -239,3 +242,21 @@ def test_every_name_of_the_public_api_is_there_from_import_jabcli_and_from_star(
     assert star == set(jab.API) and {"study", "load_study", "StudyResults"} <= star
     for name in jab.API:
         assert getattr(jab, name) is namespace[name]
+
+
+def test_the_api_in_a_plain_script_prints_nothing(trained, tmp_path):
+    tiny = dict(setting.split("=", 1) for setting in TINY_SETS)
+    script = (
+        "import jabcli as jab\n"
+        f"run = jab.train('copy', steps=20, seed=0, overrides={tiny!r}, out='r')\n"
+        "run.evaluate(lengths=(1, 5), samples=10)\n"
+        "run.predict(['0123'])\n"
+        "run.attention('0123')\n"
+        f"jab.compare(['r', {str(trained / 'runs/tiny')!r}], lengths=(1, 3), samples=5)\n"
+        "jab.curves(['r'], 'loss')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env(),
+                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", "")
+    assert (tmp_path / "r/checkpoints").is_dir()

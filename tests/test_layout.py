@@ -23,11 +23,6 @@ LAYERS = (
     "cli",
 )
 IO_LAYER = "cli"  # the only layer that prints, draws with Rich or exits
-# Imports that run up the layers today, each with the change that removes it.
-KNOWN_UPWARD = {
-    # Issue 41, item 8: the API will take its live views from the caller.
-    ("jabcli.api.api", "jabcli.cli.live"),
-}
 
 
 def module_name(path: Path) -> str:
@@ -84,12 +79,6 @@ def reached(name: str, edges: dict[str, set[str]]) -> dict[str, list[str]]:
     return paths
 
 
-def allowed() -> dict[str, set[str]]:
-    """The import graph less the known upward imports."""
-    known = KNOWN_UPWARD
-    return {name: found - {b for a, b in known if a == name} for name, found in graph().items()}
-
-
 def rich_users() -> set[str]:
     return {
         name
@@ -108,7 +97,7 @@ def test_every_module_lives_in_the_folder_of_its_layer():
 
 
 def test_imports_run_one_way_down_the_layers_through_every_chain():
-    edges = allowed()
+    edges = graph()
     upward = [
         " -> ".join(chain)
         for name in edges
@@ -116,11 +105,6 @@ def test_imports_run_one_way_down_the_layers_through_every_chain():
         if layer(target) > layer(name)
     ]
     assert upward == []
-
-
-def test_every_known_upward_import_is_still_there_to_be_removed():
-    found = graph()
-    assert all(b in found[a] for a, b in KNOWN_UPWARD)
 
 
 def test_no_module_of_jab_imports_itself_back_through_another():
@@ -145,7 +129,7 @@ def test_the_layers_import_each_other_in_no_circle():
 
 
 def test_only_the_command_line_layer_draws_with_rich_or_exits_even_through_another_module():
-    edges, drawing = allowed(), rich_users()
+    edges, drawing = graph(), rich_users()
     for name in edges:
         if name.startswith(f"jabcli.{IO_LAYER}") or layer(name) == len(LAYERS):
             continue
@@ -174,7 +158,7 @@ def test_the_python_api_and_the_notebook_draw_without_rich():
     found = modules()
     api, notebook = found["jabcli.api.api"], found["jabcli.api.notebook"]
     assert not any(m == "rich" or m.startswith("rich.") for m in api | notebook)
-    edges = allowed()
+    edges = graph()
     # shared words are formatting.py's
     reached_by_notebook = set(reached("jabcli.api.notebook", edges))
     assert not any(name.startswith("jabcli.cli.") for name in reached_by_notebook)
@@ -206,3 +190,14 @@ def test_experiment_names_no_positional_scheme_every_scheme_is_one_class_and_one
     assert not re.search(r"\.coupled\b", source)  # what a scheme does is its own business
     registered = {type(scheme).__name__ for scheme in positions.SCHEMES.values()}
     assert registered <= kinds and len(positions.SCHEMES) == len(registered)
+
+
+def test_jab_imports_no_private_module_of_another_package():
+    private = {
+        (name, imported)
+        for name, found in modules().items()
+        for imported in found
+        if not imported.startswith("jabcli")
+        and any(part.startswith("_") for part in imported.split(".")[1:])
+    }
+    assert private == set()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jabcli.model.experiment import resolve
-from jabcli.tasks import layout, sampling
+from jabcli.tasks import derived, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows
 from jabcli.training.training import cross_entropy, init, rows_logits, training_rows
@@ -44,7 +44,7 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
         batch = sampling.sample_lengths(experiment.task, jax.random.PRNGKey(2), lengths, t.max_len)
         positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
         alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
-        widths = layout.packed_widths(experiment.task, t.min_len, t.max_len)
+        widths = derived.packed_widths(experiment.task, t.min_len, t.max_len)
         return alone, packing.pack(alone, *widths)
 
     alone, packed = jax.jit(rows)()

@@ -7,7 +7,7 @@ import pytest
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.model.positions import SCHEMES
-from jabcli.tasks import layout, sampling
+from jabcli.tasks import derived, sampling
 from jabcli.tasks.registry import TASKS
 
 SCRATCHPAD = TASKS["modular_arithmetic"](scratchpad=True)
@@ -56,7 +56,7 @@ def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(nam
 
 def test_coupled_positions_put_each_working_symbol_under_its_input_symbol():
     batch = sampling.sample_lengths(SCRATCHPAD, jax.random.PRNGKey(0), np.asarray([3, 5]), 5)
-    source, answer = map(np.asarray, layout.alignment(SCRATCHPAD, batch.src, 7))
+    source, answer = map(np.asarray, derived.alignment(SCRATCHPAD, batch.src, 7))
     unaligned = -2
     assert source.tolist() == [[0, 1, 2, unaligned, unaligned, unaligned],
                                [0, 1, 2, 3, 4, unaligned]]  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 from jabrun import interrupt_when, jab, jab_here, once
 
 from jabcli.core.errors import JabError
-from jabcli.studies.studies import read
+from jabcli.studies.study_file import read
 
 ROOT = Path(__file__).resolve().parent.parent
 # studies/smoke.yaml with one encoding, randomized (positions drawn at random, so that
@@ -144,7 +144,7 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     added = {(part, key) for part, keys in now.items() for key in keys}
     added -= {(part, key) for part, keys in KEYS_WHEN_STUDIES_BEGAN.items() for key in keys}
     assert added == set(studies.ADDED_LATER)
-    study = studies.read(write(tmp_path / "m.yaml", TINY_BASE + "rows: [{name: a}]\n"))
+    study = read(write(tmp_path / "m.yaml", TINY_BASE + "rows: [{name: a}]\n"))
     studies.check(study)
     config = {
         part: {k: v for k, v in keys.items() if k in KEYS_WHEN_STUDIES_BEGAN[part]}
@@ -154,7 +154,7 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     before = {"task": study.cells[0].written, "config": config,
               "evaluate": study.evaluation.measure()}  # fmt: skip
     assert study.cells[0].spec == studies.digest(before)
-    changed = studies.read(
+    changed = read(
         write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {model.loops: 2}}]\n")
     )
     studies.check(changed)
@@ -370,7 +370,7 @@ def test_a_study_measured_before_specs_left_out_the_bins_stays_measured(smoke, t
     study = copy_of_smoke(smoke, tmp_path)
     folder = tmp_path / "runs/smoke"
     record = json.loads((folder / "study.json").read_text())
-    checked = studies.read(study)
+    checked = read(study)
     studies.check(checked)
     for entry in record["cells"]:  # as jab wrote them then: the bins in the spec
         legacy = json.loads((folder / entry["folder"] / "evaluation.json").read_text())
@@ -524,7 +524,7 @@ evaluate: {lengths: 1-32, bins: [1-8, 9-32]}
     assert study.cells[-1].values["train.steps"] == 70
     assert all(c.seeds == 3 for c in study.cells)
     assert study.evaluation.bins == ((1, 8), (9, 32))
-    with pytest.raises(JabError, match=r"evaluate.bins takes ranges"):
+    with pytest.raises(JabError, match=r"evaluate.bins takes a range"):
         read(
             write(
                 tmp_path / "b.yaml",

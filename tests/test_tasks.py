@@ -12,7 +12,7 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 from jabcli.inspection.inspection import Loaded, default_lengths
 from jabcli.model.experiment import resolve
-from jabcli.tasks import layout, sampling
+from jabcli.tasks import derived, sampling
 from jabcli.tasks.contract import Task
 from jabcli.tasks.hinted import Hinted, draw_hints
 from jabcli.tasks.registry import TASKS
@@ -158,9 +158,9 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
     paper's Transformer's."""
     from pathlib import Path
 
-    from jabcli.studies import studies
+    from jabcli.studies import study_file
 
-    study = studies.read(Path(__file__).resolve().parent.parent / "studies" / file)
+    study = study_file.read(Path(__file__).resolve().parent.parent / "studies" / file)
     expected = {
         "reverse": {"alphabet": "01"},
         "duplicate": {"alphabet": "01"},
@@ -222,7 +222,7 @@ def test_each_answer_symbol_is_the_input_symbol_its_alignment_names(name, option
     task, tok = configured(name, options), Tokenizer()
     batch = sampling.sample(task, jax.random.PRNGKey(1), 256, 1, 12)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, layout.alignment(task, batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, o, source_index, answer_index in zip(src, tgt_out, source, answer):
         text = tok.decode(s)
         expected = task.solve(text)
@@ -240,7 +240,7 @@ def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
     task, tok = configured("addition", {"reverse_answer": reverse_answer}), Tokenizer()
     batch = sampling.sample(task, jax.random.PRNGKey(4), 256, 3, 14)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, layout.alignment(task, batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, source_index, answer_index in zip(src, source, answer):
         text = tok.decode(s)
         a, _, b = text.partition("+")
@@ -266,7 +266,7 @@ def test_binary_addition_aligns_bits_of_the_same_significance():
     task, tok = TASKS["binary_addition"](), Tokenizer()
     batch = sampling.sample(task, jax.random.PRNGKey(4), 256, 3, 14)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, layout.alignment(task, batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, source_index, answer_index in zip(src, source, answer):
         text = tok.decode(s)
         a, _, b = text.partition("+")
@@ -282,7 +282,7 @@ def test_binary_addition_aligns_bits_of_the_same_significance():
 
 
 def test_only_tasks_whose_answers_are_input_symbols_or_digits_declare_an_alignment():
-    aligned = {name for name, cls in TASKS.items() if layout.aligned(cls())}
+    aligned = {name for name, cls in TASKS.items() if derived.aligned(cls())}
     assert aligned == {
         "copy", "reverse", "duplicate", "shift", "odds_first", "addition", "binary_addition"
     }  # fmt: skip
@@ -319,7 +319,7 @@ def test_short_inputs_draw_every_index_hint_far_apart_and_side_by_side():
 
 
 def test_index_hints_only_exist_for_tasks_that_move_input_symbols():
-    hintable = {name for name, cls in TASKS.items() if layout.hintable(cls())}
+    hintable = {name for name, cls in TASKS.items() if derived.hintable(cls())}
     assert hintable == {"copy", "reverse", "duplicate", "shift", "odds_first"}
 
 
@@ -386,12 +386,14 @@ def test_the_papers_score_counts_the_answer_and_its_end_only_where_the_paper_mar
         return np.asarray([r + [PAD_ID] * (4 - len(r)) for r in rows])
 
     src = np.asarray([[*tok.ids("0110"), EOS_ID]] * 2)
-    parity = score(tok, src, ids("1", "0"), ids("0", "0"), TASKS["parity_check"].end_scored)
+    parity = score(
+        tok, src, ids("1", "0"), ids("0", "0"), end_scored=TASKS["parity_check"].end_scored
+    )
     assert (parity["token_acc"], parity["symbol_acc"], parity["seq_acc"]) == (0.75, 0.5, 0.5)
     stack = TASKS["stack_manipulation"].end_scored
-    short = score(tok, src, ids("10", "1"), ids("11", "10"), stack)  # "1" ends too early
+    short = score(tok, src, ids("10", "1"), ids("11", "10"), end_scored=stack)  # "1" ends too early
     assert short["symbol_acc"] == short["token_acc"] == 3 / 6
-    assert score(tok, src, ids("", "1"), ids("", "0"), stack)["symbol_acc"] == 2 / 3
+    assert score(tok, src, ids("", "1"), ids("", "0"), end_scored=stack)["symbol_acc"] == 2 / 3
 
 
 def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
@@ -440,7 +442,7 @@ def test_a_task_of_one_small_class_and_a_registry_entry_trains_evaluates_predict
 ):
     from jabrun import TINY_SETS, jab_here
 
-    from jabcli.cli import cli
+    from jabcli.cli import options
 
     monkeypatch.setitem(TASKS, Last.name, Last)  # its registry entry, for this test alone
     sets = [arg for value in TINY_SETS for arg in ("--set", value)]
@@ -453,4 +455,4 @@ def test_a_task_of_one_small_class_and_a_registry_entry_trains_evaluates_predict
     listed = json.loads(jab_here("tasks", "--json", cwd=tmp_path).stdout)
     assert [row["name"] for row in listed] == list(TASKS)  # no preset needed
     assert listed[-1]["description"] == Last.description and not listed[-1]["aligned"]
-    assert cli.complete_task("la") == ["last"]
+    assert options.complete_task("la") == ["last"]

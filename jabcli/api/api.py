@@ -14,8 +14,9 @@
     study = jab.study("studies/smoke.yaml")              # jab study run: a grid of runs
     study = jab.load_study("runs/smoke")                 # its table and plot in Jupyter
 
-Training shows its progress in place in a notebook. Mistakes raise `JabError` with the
-message the command line prints.
+Training shows its progress in place in a notebook; in a script jab prints nothing (a
+`view=` of the caller's is told how training or a study goes). Mistakes raise `JabError`
+with the message the command line prints.
 """
 
 from __future__ import annotations
@@ -24,15 +25,21 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jabcli import API
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
+from jabcli.core.lengths import length_range as parse_range
+from jabcli.evaluation.evaluate import HeldOut
 from jabcli.inspection import inspection
 from jabcli.runs import runs
+
+if TYPE_CHECKING:
+    from jabcli.studies.study_run import StudyObserver
+    from jabcli.training.session import Observer
 
 __all__ = list(API)  # the one list, in jabcli/__init__.py, which hands them on lazily
 
@@ -85,7 +92,7 @@ def input_texts(value: Any) -> list[str]:
 def length_range(value: Any) -> tuple[int | None, int | None]:
     """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
     if isinstance(value, str):
-        return inspection.parse_lengths(value, "lengths")
+        return parse_range(value, "lengths")
     if type(value) is int:
         return value, value
     if isinstance(value, (tuple, list)) and len(value) == 2:
@@ -110,9 +117,12 @@ def train(
     seeds: int | None = None,
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
+    *,
+    view: Observer | None = None,
 ) -> Run:
-    """`jab train --task TASK [--steps] [--seed] [--seeds] [--set KEY=VALUE]... [--out]`,
-    with a progress bar (in a notebook too); returns the trained run."""
+    """`jab train --task TASK [--steps] [--seed] [--seeds] [--set KEY=VALUE]... [--out]`;
+    returns the trained run. `view` is told how training goes (a `session.Observer`); by
+    default, a progress bar in a notebook and nothing at all in a script."""
     from jabcli.api import notebook
     from jabcli.core import runtime
     from jabcli.model.experiment import resolve
@@ -134,12 +144,8 @@ def train(
     runtime.configure()
     sets = [f"{key}={value}" for key, value in (overrides or {}).items()]
     experiment = resolve(str(task), None, sets, steps, seed, seeds)
-    if notebook.in_notebook():
-        view = notebook.NotebookView()
-    else:
-        from jabcli.cli.live import TrainView
-
-        view = TrainView()
+    if view is None:
+        view = notebook.NotebookView() if notebook.in_notebook() else session.Observer()
     outcome = session.start(experiment, out, view)
     if outcome.interrupted_by is not None:  # a script must not carry on as if trained
         raise KeyboardInterrupt(
@@ -190,11 +196,8 @@ class Run:
         whole(seed, "seed", 0)
         low, high = length_range(lengths) if lengths is not None else (None, None)
         path, loaded = inspection.load_runs(self.path, checkpoint_name(checkpoint))
-        return Result(
-            inspection.evaluate_runs(
-                path, loaded, samples, low, high, seed, each_length, force_length
-            )
-        )
+        held_out = HeldOut(samples, low, high, each_length=each_length, force_length=force_length)
+        return Result(inspection.evaluate_runs(path, loaded, held_out, seed=seed))
 
     def predict(
         self, texts: str | list[str], checkpoint: str = "latest", skip_bad: bool = False
@@ -288,9 +291,9 @@ def compare(
         lengths = length_range(lengths)
     else:
         lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
+    held_out = HeldOut(samples, *lengths, each_length=True)
     return Comparison(
-        Result(inspection.evaluate_runs(path, seeds, samples, *lengths, seed, each_length=True))
-        for path, seeds in loaded
+        Result(inspection.evaluate_runs(path, seeds, held_out, seed=seed)) for path, seeds in loaded
     )
 
 
@@ -301,15 +304,18 @@ def study(
     ray: str | None = None,
     cpus_per_cell: float = 1.0,
     gpus_per_cell: float = 0.0,
+    *,
+    view: StudyObserver | None = None,
 ) -> StudyResults:
     """`jab study run FILE [--out DIR] [--workers N] [--ray ADDRESS --cpus-per-cell C
-    --gpus-per-cell G]`: train and measure every cell not measured yet, showing progress;
-    returns the results. A cell that fails raises `JabError`, an interrupted study
+    --gpus-per-cell G]`: train and measure every cell not measured yet; returns the
+    results. `view` is told how the cells go (a `study_run.StudyObserver`); by default
+    nothing is shown. A cell that fails raises `JabError`, an interrupted study
     `KeyboardInterrupt` (run it again to resume)."""
-    from jabcli.cli.live import StudyView
     from jabcli.core import runtime
     from jabcli.studies import study_run
-    from jabcli.studies.studies import read, slug
+    from jabcli.studies.studies import slug
+    from jabcli.studies.study_file import read
 
     file, out = path_of(file, "study"), path_of(out, "out")
     if file is None:
@@ -331,7 +337,7 @@ def study(
     runtime.configure()
     found = read(file)
     out = out if out is not None else Path("runs") / slug(found.name)
-    summary = study_run.run(found, out, workers, StudyView(), ray, cpus_per_cell, gpus_per_cell)
+    summary = study_run.run(found, out, workers, view, ray, cpus_per_cell, gpus_per_cell)
     if summary.interrupted_by is not None:
         raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
     if summary.failed:

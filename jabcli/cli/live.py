@@ -27,7 +27,6 @@ from jabcli.api.formatting import (
     training_header,
 )
 from jabcli.cli.display import console, live, say
-from jabcli.core.config import at_target
 from jabcli.training.session import Observer
 
 
@@ -93,7 +92,7 @@ class TrainView(Observer):
         table.add_row("learning rate", cell(m[:1], "lr", "{:.2e}".format))
         parts: list[Any] = [self.progress, table]
         if len(ev) > 1:
-            reached = sum(at_target(e["seq_acc"], self.target) for e in ev)
+            reached = sum(e["at_target"] for e in ev)  # the Trainer's word
             parts.append(
                 Text(
                     f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
@@ -105,8 +104,9 @@ class TrainView(Observer):
     def log(self, records: list[dict[str, Any]]) -> None:
         self.metrics = records
         first = records[0]
-        # The condition the Trainer stops on: this is the last record of the run.
-        reached = all(at_target(r.get("eval_seq_acc"), self.target) for r in records)
+        # Every seed evaluated at this step reached the target: the Trainer stops here.
+        ev = self.eval
+        reached = bool(ev) and ev[0]["step"] == first["step"] and all(e["at_target"] for e in ev)
         self.progress.update(
             self.bar,
             completed=first["step"],

@@ -1,11 +1,14 @@
 """Where jab works around its command-line frameworks (Typer, Click under it, Rich), in one
 place, each with why it is needed, so that a new Typer or Rich is checked here first:
 
-- Click's exception classes come from `typer._click`, a private module: Typer 0.20 and
-  later ship their own copy of Click and raise its exceptions, which jab catches to print
-  one line.
+- Click's exception classes, which jab catches to print one line, are reached from
+  Typer's public `typer.BadParameter`: Typer 0.20 and later raise the exceptions of their
+  own copy of Click, which they keep private (`typer._click`; the installed `click`, if
+  another package brings one, is another copy whose classes do not match).
 - `Command` and `Group` override Typer's help: no type after a flag, and a plain metavar
-  for an argument, where Typer's Rich help would display its Python type.
+  for an argument, where Typer's Rich help would display its Python type. `Group` prints
+  its help on stdout when given nothing (exit 0, as `--help` does), where Click raises an
+  error.
 - `quiet_broken_pipes` replaces Rich's exit on a closed stdout with an exception that
   `main` turns into exit 0.
 - `plain_words` rewrites the pydantic messages Typer's option checks give, and
@@ -17,24 +20,22 @@ from __future__ import annotations
 import difflib
 import re
 
+import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-# Typer >= 0.20 ships its own copy of Click and raises that copy's exceptions, which the
-# installed click's classes (another package may bring one) do not match.
-try:
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
-except ImportError:  # pragma: no cover - older Typer depends on Click itself
-    from click.exceptions import ClickException, NoArgsIsHelpError, NoSuchOption
+# Click's documented hierarchy, BadParameter < UsageError < ClickException, from the one
+# class Typer exports: the classes of whichever copy of Click Typer raises from.
+UsageError = typer.BadParameter.__base__
+ClickException = UsageError.__base__
 
 __all__ = [
     "ClickException",
     "Command",
     "Group",
-    "NoArgsIsHelpError",
-    "NoSuchOption",
     "close_option",
     "plain_words",
     "quiet_broken_pipes",
+    "unknown_option",
 ]
 
 
@@ -68,7 +69,14 @@ class Command(PlainHelp, TyperCommand):
 
 
 class Group(PlainHelp, TyperGroup):
-    """`jab` and `jab study`: their help in the same terms as a command's."""
+    """`jab` and `jab study`: their help in the same terms as a command's; given nothing,
+    their help on stdout and exit 0 (Click would raise its help as an error)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            print(ctx.get_help())
+            raise typer.Exit()
+        return super().parse_args(ctx, args)
 
 
 def quiet_broken_pipes() -> None:
@@ -100,6 +108,12 @@ def plain_words(message: str) -> str:
     for pattern, words in PLAIN_WORDS:
         message = re.sub(pattern, words, message)
     return message
+
+
+def unknown_option(err: Exception) -> str | None:
+    """The option that Click's NoSuchOption names (the one Click error with guesses,
+    `possibilities`; Typer does not export its class); None for any other error."""
+    return getattr(err, "option_name", None) if hasattr(err, "possibilities") else None
 
 
 def close_option(name: str, ctx) -> str:

@@ -37,19 +37,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.evaluation import layout
 from jabcli.model.model import ModelFns
-from jabcli.tasks import layout
 
 
 def _finish(tokens: jax.Array) -> jax.Array:
     """Pad everything after each row's first <eos>."""
     after_eos = jnp.cumsum(tokens == EOS_ID, axis=1) - (tokens == EOS_ID) > 0
     return jnp.where(after_eos, PAD_ID, tokens)
-
-
-def empty_rows(src: jax.Array) -> jax.Array:
-    """[B] True where a source has no symbol: filler rows that need no answer."""
-    return ~jnp.any((src != PAD_ID) & (src != EOS_ID), axis=1)
 
 
 def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | None):
@@ -94,7 +89,8 @@ def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, le
         return src_positions[0], tgt_positions[0]
 
     positions = jax.vmap(one)(keys, src)
-    limits = layout.answer_slots(experiment.task, src)
+    task = experiment.task
+    limits = layout.answer_limits(task, src)
     decode = one_pass_decode if experiment.one_pass else greedy_decode
     decoded = decode(experiment.model, params, src, max_out, *positions, lengths, limits)
     return decoded, positions
@@ -123,7 +119,7 @@ def greedy_decode(
     limits: jax.Array | None = None,
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
-    batch, empty = src.shape[0], empty_rows(src)
+    batch, empty = src.shape[0], layout.empty_rows(src)
     memory = fns.encode(params, None, src, src_positions)
     cache = fns.init_cache(params, None, memory, src_positions, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
@@ -156,7 +152,7 @@ def greedy_decode_full(
     limits: jax.Array | None = None,
 ) -> jax.Array:
     """Same answer as `greedy_decode`, recomputing the decoder over the whole prefix."""
-    batch, empty = src.shape[0], empty_rows(src)
+    batch, empty = src.shape[0], layout.empty_rows(src)
     tgt_in = jnp.full((batch, max_out), PAD_ID, jnp.int32).at[:, 0].set(BOS_ID)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
 
@@ -194,7 +190,7 @@ def one_pass_decode(
     """The encoder form's answer: every slot's token from one pass, each chosen as
     `greedy_decode` chooses a step's (with `lengths`, <eos> nowhere before a row's length
     and at it); src [B, S] -> [B, max_out], cut at the first <eos>."""
-    empty = empty_rows(src)
+    empty = layout.empty_rows(src)
     slots = jnp.zeros((src.shape[0], max_out), jnp.int32)  # only their width is read
     logits, _ = fns.forward(
         params, None, src, slots, src_positions=src_positions, tgt_positions=tgt_positions
@@ -259,10 +255,11 @@ def plan(experiment, src: np.ndarray, max_out: int, budget: int = BUDGET, thread
         return [(np.arange(len(src)), src.shape[1], max_out, size)]
     tokens = np.sum(src != PAD_ID, axis=1)
     order = np.argsort(tokens, kind="stable")
+    task = experiment.task
     chunks, start = [], 0
     while start < len(order):
         width = width_for(int(tokens[order[start]]), src.shape[1])
-        out_width = min(max_out, layout.answer_width_for(experiment.task, width))
+        out_width = min(max_out, layout.answer_width(task, width))
         stop = start + int(np.sum(tokens[order[start:]] <= width))  # this width's inputs
         share = -(-(stop - start) // threads)
         rows = min(rows_for(experiment, width, out_width, budget), 1 << (share - 1).bit_length())

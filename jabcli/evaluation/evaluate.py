@@ -4,7 +4,9 @@ and `jab eval` and `jab compare` call it on saved runs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
+from typing import NotRequired, TypedDict
 
 import jax
 import numpy as np
@@ -12,56 +14,104 @@ import numpy as np
 from jabcli.core import memory
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
 from jabcli.model.experiment import Experiment
 from jabcli.tasks import sampling
 from jabcli.tasks.batch import Batch
-from jabcli.tasks.layout import widths
 
 
-def evaluate(
-    experiment: Experiment,
-    params,
-    key: jax.Array,
-    samples: int,
-    min_len: int | None = None,
-    max_len: int | None = None,
-    each_length: bool = False,
-    force_length: bool = False,
-) -> dict:
-    """Greedy-decode held-out sources; accuracies overall and per source length.
+@dataclass(frozen=True)
+class HeldOut:
+    """Which held-out inputs a model is measured on, and how: `samples` sources with
+    lengths uniform in [min_len, max_len] (None: the task's training lengths), or, with
+    `each_length`, `samples` at every length in it; with `force_length`, decoded a second
+    time at each answer's true length."""
 
-    `samples` sources with lengths uniform in [min_len, max_len], or, with `each_length`,
-    `samples` sources at every length in that range. With `force_length` the sources are
-    decoded a second time with each answer's true length imposed, and `forced_seq_acc`
+    samples: int
+    min_len: int | None = None
+    max_len: int | None = None
+    each_length: bool = False
+    force_length: bool = False
+
+
+class Figures(TypedDict):
+    """Accuracies of a set of answers (every figure of `score`, see there); the forced
+    ones only when measured with `force_length`. A group of seeds' figures are medians,
+    each with its [min, max] under `<name>_range` (`inspection.combine`, from a `Spread`)."""
+
+    samples: int
+    token_acc: float
+    token_acc_range: NotRequired[list[float]]
+    symbol_acc: float
+    symbol_acc_range: NotRequired[list[float]]
+    seq_acc: float
+    seq_acc_range: NotRequired[list[float]]
+    forced_seq_acc: NotRequired[float]
+    forced_seq_acc_range: NotRequired[list[float]]
+    forced_symbol_acc: NotRequired[float]
+    forced_symbol_acc_range: NotRequired[list[float]]
+
+
+class Example(TypedDict):
+    """One held-out input, the model's answer, the reference and whether they agree."""
+
+    input: str
+    output: str
+    expected: str
+    correct: bool
+
+
+class Scores(Figures):
+    """A held-out evaluation: the figures overall and by source length, every example."""
+
+    per_length: dict[int, Figures]
+    examples: list[Example]
+
+
+FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
+
+
+def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) -> Scores:
+    """Greedy-decode held-out sources (`held_out` says which); accuracies overall and per
+    source length.
+
+    With `held_out.force_length` the sources are decoded a second time with each answer's
+    true length imposed, and `forced_seq_acc`
     (overall and per length) is the exact match of that content: a model that writes
     the right symbols but stops too early scores there and not in `seq_acc`.
     `forced_symbol_acc` is its per-symbol accuracy: the score of Delétang et al. (2023),
     whose models write exactly as many symbols as the answer has.
     """
+    samples, each_length = held_out.samples, held_out.each_length
+    min_len, max_len = held_out.min_len, held_out.max_len
     t = experiment.config.task
     min_len = t.min_len if min_len is None else min_len
     max_len = t.max_len if max_len is None else max_len
     rows = samples * (max_len - min_len + 1) if each_length else samples
     check_evaluation_memory(experiment, rows, "--samples", max_len)
     sample_key, positions_key = jax.random.split(key)
-    batch = draw_held_out(experiment, sample_key, samples, min_len, max_len, each_length)
+    batch = draw_held_out(
+        experiment, sample_key, samples, min_len, max_len, each_length=each_length
+    )
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     if not len(src):
         raise JabError(f"there are no held-out inputs with lengths {min_len}-{max_len}")
     max_out = tgt_out.shape[1]
-    answer_lengths = np.sum(tgt_out != PAD_ID, axis=1) - 1  # the index of each <eos>
+    answer_lengths = layout.answer_lengths(tgt_out)
     predicted = decode_rows(experiment, params, positions_key, src, max_out)
-    if force_length:
+    if held_out.force_length:
         forced = decode_rows(experiment, params, positions_key, src, max_out, answer_lengths)
     end_scored = experiment.task.end_scored
-    result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored)
-    if force_length:
-        content = score(experiment.tokenizer, src, forced, tgt_out, end_scored)
-        for figure in ("seq_acc", "symbol_acc"):
-            result[f"forced_{figure}"] = content[figure]
-            for length, row in result["per_length"].items():
-                row[f"forced_{figure}"] = content["per_length"][length][figure]
+    result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored=end_scored)
+    if held_out.force_length:
+        content = score(experiment.tokenizer, src, forced, tgt_out, end_scored=end_scored)
+        for figures, forced in [
+            (result, content),
+            *((row, content["per_length"][n]) for n, row in result["per_length"].items()),
+        ]:
+            figures["forced_seq_acc"] = forced["seq_acc"]
+            figures["forced_symbol_acc"] = forced["symbol_acc"]
     return result
 
 
@@ -71,17 +121,18 @@ def draw_held_out(
     samples: int,
     min_len: int,
     max_len: int,
+    *,
     each_length: bool = False,
 ) -> Batch:
     """`sampling.held_out_batch`: for a generated task, one compiled program rather than
     dozens of small ones op by op; a file task chooses its rows on the host."""
     if not experiment.task.generated:
         return sampling.held_out_batch(experiment.task, key, samples, min_len, max_len, each_length)
-    return _draw_held_out(experiment, key, samples, min_len, max_len, each_length)
+    return _draw_held_out(experiment, key, samples, min_len, max_len, each_length=each_length)
 
 
-@partial(jax.jit, static_argnums=(0, 2, 3, 4, 5))
-def _draw_held_out(experiment, key, samples, min_len, max_len, each_length):
+@partial(jax.jit, static_argnums=(0, 2, 3, 4), static_argnames=("each_length",))
+def _draw_held_out(experiment, key, samples, min_len, max_len, *, each_length):
     return sampling.held_out_batch(experiment.task, key, samples, min_len, max_len, each_length)
 
 
@@ -96,7 +147,8 @@ def check_evaluation_memory(
     examples would not fit in memory (`option` sets `rows`), or whose longest input
     (set by `longest`) cannot be decoded even alone."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
-    source, answer = widths(experiment.task, max_len)
+    source = layout.source_width(experiment.task, max_len)
+    answer = layout.answer_width(experiment.task, source)
     width = source + 2 * answer
     # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
     # example as text on the host, a few hundred bytes apiece.
@@ -112,8 +164,9 @@ def score(
     src: np.ndarray,
     predicted: np.ndarray,
     expected: np.ndarray,
+    *,
     end_scored: bool = False,
-) -> dict:
+) -> Scores:
     """Token and exact-match accuracy of answers [N, T] against references, overall and
     per source length, with every example decoded to text. Index hints are the model's
     working, not its answer: only the symbols count.
@@ -130,7 +183,7 @@ def score(
     symbols = real if end_scored else real & (expected != EOS_ID)
     symbol_hits = (predicted == expected) & symbols
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
-    lengths = np.sum((src != PAD_ID) & (src != EOS_ID) & ~tokenizer.is_hint(src), axis=1)
+    lengths = layout.source_symbols(tokenizer, src)
     per_length = {}
     for length in np.unique(lengths):
         rows = lengths == length

@@ -3,21 +3,24 @@ compute. Every function returns values; the CLI decides how to show them."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 import numpy as np
 
 from jabcli.core.errors import JabError, Note, suggest
 from jabcli.core.spread import Spread
-from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, clean
+from jabcli.core.tokenizer import EOS_ID, clean
+from jabcli.evaluation import layout
+from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
-from jabcli.tasks import layout
+from jabcli.tasks import derived
 from jabcli.training import checkpoints
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
@@ -73,14 +76,6 @@ def note(message: str) -> None:
     warnings.warn(message, Note, stacklevel=2)
 
 
-def parse_lengths(text: str, what: str = "--lengths") -> tuple[int, int]:
-    """`--lengths 1-64` -> (1, 64); `--lengths 17` -> (17, 17)."""
-    low, dash, high = text.partition("-")
-    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise JabError(f"{what} takes a range like 1-64 (or one length like 17), got {text!r}")
-    return int(low), int(high if dash else low)
-
-
 def check_lengths(loaded: Loaded, min_len: int, max_len: int) -> None:
     experiment = loaded.experiment
     task = experiment.task
@@ -110,35 +105,35 @@ def evaluation_key(seed: int):
     return jax.random.fold_in(jax.random.PRNGKey(seed), INSPECTION_STREAM)
 
 
-def evaluate_run(
-    loaded: Loaded,
-    samples: int,
-    min_len: int | None,
-    max_len: int | None,
-    seed: int,
-    each_length: bool = False,
-    force_length: bool = False,
-) -> dict[str, Any]:
-    """Held-out accuracy of a run; with `each_length`, `samples` at every length; with
-    `force_length`, also the exact match of answers decoded at their true length."""
-    from jabcli.evaluation.evaluate import evaluate
+class Evaluated(Scores):
+    """What `jab eval` measures of a run: its held-out `Scores`, which checkpoint of
+    which run, and the lengths measured (`missing_lengths`: those a data file has no
+    held-out pair at); of a group of seeds, the figures over seeds (`combine`) and each
+    seed's own under `seeds`."""
+
+    run: str
+    step: int
+    task: str
+    pos_encoding: str
+    train_lengths: list[int]
+    min_len: int
+    max_len: int
+    missing_lengths: NotRequired[list[int]]
+    seeds: NotRequired[list[Evaluated]]
+
+
+def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
+    """Held-out accuracy of a run on the inputs `held_out` names (its lengths None: the
+    run's training lengths), drawn from `seed`."""
 
     cfg = loaded.experiment.config
     t = cfg.task
-    min_len = t.min_len if min_len is None else min_len
-    max_len = t.max_len if max_len is None else max_len
+    min_len = t.min_len if held_out.min_len is None else held_out.min_len
+    max_len = t.max_len if held_out.max_len is None else held_out.max_len
     check_lengths(loaded, min_len, max_len)
-    result = evaluate(
-        loaded.experiment,
-        loaded.params,
-        evaluation_key(seed),
-        samples,
-        min_len,
-        max_len,
-        each_length,
-        force_length,
-    )
-    if each_length:  # a data file may have no held-out pairs at some lengths
+    held_out = dataclasses.replace(held_out, min_len=min_len, max_len=max_len)
+    result = evaluate(loaded.experiment, loaded.params, evaluation_key(seed), held_out)
+    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
         result["missing_lengths"] = [
             n for n in range(min_len, max_len + 1) if n not in result["per_length"]
         ]
@@ -154,34 +149,19 @@ def evaluate_run(
     }
 
 
-def evaluate_runs(
-    path: Path,
-    seeds: list[Loaded],
-    samples: int,
-    min_len: int | None,
-    max_len: int | None,
-    seed: int,
-    each_length: bool = False,
-    force_length: bool = False,
-) -> dict[str, Any]:
+def evaluate_runs(path: Path, seeds: list[Loaded], held_out: HeldOut, *, seed: int) -> Evaluated:
     """`evaluate_run` of a run; of a group, every seed's on the same held-out sample,
     combined (see `combine`)."""
-    results = [
-        evaluate_run(one, samples, min_len, max_len, seed, each_length, force_length)
-        for one in seeds
-    ]
+    results = [evaluate_run(one, held_out, seed=seed) for one in seeds]
     return results[0] if len(results) == 1 else combine(str(path), results)
 
 
-FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
-
-
-def combine(path: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+def combine(path: str, results: list[Evaluated]) -> Evaluated:
     """Several seeds' results as one: each accuracy, overall and per length, is the median
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def spread(rows: list[Figures]) -> dict[str, Any]:
         figures = {}
         for name in (name for name in FIGURES if name in rows[0]):
             median, low, high = Spread.of(row[name] for row in rows)
@@ -237,11 +217,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     import jax
 
     key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
-    rows = layout.model_sources(experiment.task, rows, key)
-    batch = np.full((len(rows), max(map(len, rows)) + 1), PAD_ID, np.int32)
-    for i, row in enumerate(rows):
-        batch[i, : len(row) + 1] = [*row, EOS_ID]  # sources end with <eos>, as in training
-    return batch
+    return layout.source_rows(derived.model_sources(experiment.task, rows, key))
 
 
 def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -251,7 +227,7 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     from jabcli.evaluation.decode import answer, row_keys
 
     experiment = loaded.experiment
-    max_out = layout.answer_width_for(experiment.task, src.shape[1])
+    max_out = layout.answer_width(experiment.task, src.shape[1])
     keys = row_keys(jax.random.PRNGKey(DECODE_KEY), np.arange(len(src)))
     out, positions = answer(experiment, loaded.params, keys, src, max_out)
     return np.asarray(out), positions
@@ -265,7 +241,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     from jabcli.evaluation.decode import decode_rows
 
     src = encode_inputs(loaded, texts)
-    max_out = layout.answer_width_for(loaded.experiment.task, src.shape[1])
+    max_out = layout.answer_width(loaded.experiment.task, src.shape[1])
     key = jax.random.PRNGKey(DECODE_KEY)
     outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
     rows = []
@@ -328,11 +304,10 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     src = encode_inputs(loaded, [text])
     outputs, (src_positions, tgt_positions) = decode_batch(loaded, src)
     out = outputs[0]
-    ends = np.flatnonzero(out == EOS_ID)
-    produced = out[: ends[0] + 1] if ends.size else out
+    produced = layout.produced(out)
     if experiment.one_pass:
         return slots_attention(loaded, text, src, out, produced, src_positions, tgt_positions)
-    tgt_in = np.concatenate([[BOS_ID], produced[:-1]]).astype(np.int32)[None]
+    tgt_in = layout.decoder_input(produced)
     # The positions decoding read, so the picture shows the computation that answered.
     weights = attention_weights(
         experiment, loaded.params, src, tgt_in, src_positions, tgt_positions[:, : tgt_in.shape[1]]

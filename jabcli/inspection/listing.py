@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import RUNS_DIR, Mismatch, Run, runs_in
 from jabcli.training import checkpoints
@@ -17,7 +16,28 @@ from jabcli.training import checkpoints
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
 
 
-def summary(run: Run) -> dict[str, Any]:
+class RunRow(TypedDict):
+    """One row of `jab runs` (and of its --json): a run, a group of seeds folded into one
+    (`fold`), or a folder jab made but cannot read (`damaged`: None but its run, state and
+    date). `state` is words to show; what a program decides on is read from the run
+    itself (`Run.at_target`, its checkpoints)."""
+
+    run: str
+    task: str | None
+    pos_encoding: str | None
+    arch: str | None
+    parameters: int | None
+    flops_per_step: float | None
+    seeds: int | None
+    step: int | None
+    steps: int | None
+    best_eval_seq_acc: float | list[float | None] | None  # a group's: each seed's
+    train_s: float | None
+    state: str
+    created: str | None
+
+
+def summary(run: Run) -> RunRow:
     """What `jab runs` shows of one run."""
     cfg, _ = run.load_config()
     records = run.read_metrics()
@@ -31,7 +51,6 @@ def summary(run: Run) -> dict[str, Any]:
     listed = found["checkpoints"]
     scores = [r["eval_seq_acc"] for r in records if r.get("eval_seq_acc") is not None]
     step = listed[-1]["step"] if listed else 0
-    reached = bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
     usable = listed[-1] if listed else None  # the checkpoint commands load
     if run.is_running():
         state = "running"
@@ -40,7 +59,7 @@ def summary(run: Run) -> dict[str, Any]:
     elif (damage := newest_damage(run, found)) is not None:
         state = f"damaged: {damage[0]}"
         usable = damage[1]
-    elif reached:
+    elif run.at_target():
         state = "target reached"
     elif step >= cfg.train.steps:
         state = "finished"
@@ -63,7 +82,9 @@ def summary(run: Run) -> dict[str, Any]:
     }
 
 
-def newest_damage(run: Run, found: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+def newest_damage(
+    run: Run, found: checkpoints.Manifest
+) -> tuple[str, checkpoints.CheckpointEntry | None] | None:
     """What is wrong with the newest checkpoint of `run` (listed in `found`, its
     manifest), checked as loading it would, and the checkpoint commands use instead (None:
     none); None when nothing is wrong."""
@@ -93,7 +114,7 @@ def training_seconds(records: list[dict[str, Any]]) -> float:
     return total + last
 
 
-def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
+def listing(root: Path = RUNS_DIR) -> list[RunRow]:
     """One summary per run, and per group of seeds (its seeds folded into one row, see
     `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
     whose files cannot be read."""
@@ -114,7 +135,7 @@ def listing(root: Path = RUNS_DIR) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
 
 
-def damaged(path: Path, reason: str) -> dict[str, Any]:
+def damaged(path: Path, reason: str) -> RunRow:
     """A `jab runs` row for a folder jab made but cannot read, with why."""
     try:
         created = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(path.stat().st_mtime))
@@ -137,7 +158,7 @@ def damaged(path: Path, reason: str) -> dict[str, Any]:
     }
 
 
-def fold(path: str, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+def fold(path: str, seeds: list[RunRow]) -> RunRow:
     """A group's row: the fewest steps any seed has done, each seed's best held-out exact
     match as a list, and the state of the seed furthest from done."""
     best = [s["best_eval_seq_acc"] for s in seeds]

@@ -25,7 +25,7 @@ from jabcli.core.tokenizer import HINTS, Tokenizer
 from jabcli.model import encoder_only
 from jabcli.model.model import ModelFns, build
 from jabcli.model.positions import PositionalScheme, get_scheme
-from jabcli.tasks import layout, sampling
+from jabcli.tasks import derived, sampling
 from jabcli.tasks.batch import Batch
 from jabcli.tasks.contract import Task
 from jabcli.tasks.datafile import DataFile, FileTask
@@ -106,7 +106,7 @@ class Experiment:
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
-        source, answer = layout.widths(self.task, max_len)
+        source, answer = derived.widths(self.task, max_len)
         if self.one_pass:  # one sequence: the source, its <eos>, then the answer's slots
             return self.src_scheme.positions_needed(source + answer)
         needed = max(source, answer)
@@ -195,8 +195,8 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
 
 def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
     """Index hints need a task whose answer symbols are input symbols, and hint tokens."""
-    if not layout.hintable(task):
-        hintable = [n for n, cls in TASKS.items() if layout.hintable(cls(tokenizer=tokenizer))]
+    if not derived.hintable(task):
+        hintable = [n for n, cls in TASKS.items() if derived.hintable(cls(tokenizer=tokenizer))]
         raise JabError(
             f"task.index_hints needs a task whose answer symbols are its input's symbols "
             f"({', '.join(hintable)}); {name} is not one"

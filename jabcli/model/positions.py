@@ -80,7 +80,7 @@ import numpy as np
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.tasks import layout
+from jabcli.tasks import derived
 from jabcli.tasks.hinted import Hinted
 
 if TYPE_CHECKING:
@@ -151,9 +151,9 @@ class PositionalScheme:
                 f"model.max_positions = {max_positions}"
             )
         src_counts = jnp.sum(src != PAD_ID, axis=1)
-        tgt_counts = jnp.minimum(layout.answer_slots(task, src), max_positions)
+        tgt_counts = jnp.minimum(derived.answer_slots(task, src), max_positions)
         # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        wide = min(max(tgt_len, layout.answer_width_for(task, src.shape[1])), max_positions)
+        wide = min(max(tgt_len, derived.answer_width_for(task, src.shape[1])), max_positions)
         src_key, tgt_key = jax.random.split(key)
         return (
             source_scheme.draw(src_key, src_counts, src.shape[1], max_positions),
@@ -300,11 +300,13 @@ class Coupled(Distance):
                 "task.index_hints and coupled positions cannot be combined: coupling gives "
                 "the model the alignment that hints make it find"
             )
-        if not layout.aligned(task):
+        if not derived.aligned(task):
             from jabcli.tasks.registry import TASKS
 
             aligned = [
-                name for name, cls in TASKS.items() if layout.aligned(cls(tokenizer=task.tokenizer))
+                name
+                for name, cls in TASKS.items()
+                if derived.aligned(cls(tokenizer=task.tokenizer))
             ]
             worked = [name for name, cls in TASKS.items() if "scratchpad" in cls.options()]
             raise JabError(
@@ -315,13 +317,13 @@ class Coupled(Distance):
 
     def pair_positions(self, key, source_scheme, task, src, tgt_len, max_positions):
         """Both sides from the task's alignment, known from the source alone."""
-        source, answer = layout.alignment(task, src, tgt_len)
+        source, answer = derived.alignment(task, src, tgt_len)
         return self.couple(key, source, answer, max_positions)
 
     def couple(
         self, key: jax.Array, source: jax.Array, answer: jax.Array, max_positions: int
     ) -> tuple[jax.Array, jax.Array]:
-        """Alignment indices ([B, S], [B, T]; see layout.alignment) -> positions: 0 where
+        """Alignment indices ([B, S], [B, T]; see derived.alignment) -> positions: 0 where
         unaligned, else first + s + index, with s (`start`) half of the room
         max_positions leaves: far enough from 0 that no data position attends to <eos>
         or a separator. `key` draws s where a subclass draws it."""

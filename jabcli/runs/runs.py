@@ -343,6 +343,20 @@ class Run:
 
     # metrics
 
+    def at_target(self, step: int | None = None) -> bool:
+        """Whether the run's held-out exact match at `step` (None: its newest evaluation)
+        reached train.target_seq_acc, as the Trainer decided when it made it: where
+        training stops, and where a resume or a study's cell has nothing left to train."""
+        from jabcli.core.config import at_target
+
+        cfg, _ = self.load_config()
+        scores = [
+            r["eval_seq_acc"]
+            for r in self.read_metrics()
+            if r.get("eval_seq_acc") is not None and (step is None or r["step"] == step)
+        ]
+        return bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
+
     def append_metrics(self, record: dict[str, Any]) -> None:
         try:
             with open(self.path / "metrics.jsonl", "a") as f:

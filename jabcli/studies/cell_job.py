@@ -47,6 +47,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     """Train the cell `folder` of the study folder `out` to its steps (resuming what is
     there), measure it, and write its evaluation.json; returns the exit status."""
     from jabcli.core import runtime
+    from jabcli.evaluation.evaluate import FIGURES, HeldOut
     from jabcli.inspection import inspection, listing
     from jabcli.runs import runs
     from jabcli.training import session
@@ -59,8 +60,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     path = out / folder
     _, seeds = runs.open_runs(path)
     steps = cell["steps"]  # the study's, which may have grown or shrunk since it started
-    done = [listing.summary(run) for run in seeds]
-    if not all(run["state"] == "target reached" or run["step"] >= steps for run in done):
+    if not all(session.trained_enough(run, steps) for run in seeds):
         outcome = session.resume(path, steps, CellObserver(emit))
         if outcome.interrupted_by is not None:
             return 128 + outcome.interrupted_by
@@ -71,17 +71,15 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     experiment = loaded[0].experiment
     low = max(evaluate["lengths"][0], experiment.task.min_length)
     high = evaluate["lengths"][1]  # every cell's model takes it (`studies.check`)
-    result = inspection.evaluate_runs(
-        path,
-        loaded,
+    held_out = HeldOut(
         evaluate["samples"],
         low,
         high,
-        evaluate["seed"],
         each_length=True,
         force_length=evaluate["force_length"],
     )
-    evaluation = {
+    result = inspection.evaluate_runs(path, loaded, held_out, seed=evaluate["seed"])
+    evaluation: studies.CellEvaluation = {
         "spec": cell["spec"],
         "step": result["step"],
         "task": result["task"],
@@ -94,7 +92,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
             {
                 "seed": one.experiment.config.train.seed,
                 "per_length": {
-                    str(n): {k: row[k] for k in inspection.FIGURES if k in row}
+                    str(n): {k: row[k] for k in FIGURES if k in row}
                     for n, row in each["per_length"].items()
                 },
             }

@@ -1,60 +1,37 @@
 """Studies: one question asked of a grid of runs, each measured at every input length.
 
-A study file (YAML) names a base, the cells, the seeds and the evaluation:
-
-    name: classic                  # optional; default: the file's name
-    base:
-      task: reverse                # as jab train --task: NAME, FILE.yaml or file:PATH
-      steps: 2000                  # as jab train --steps
-      set:                         # as jab train --set KEY=VALUE, one mapping
-        task.max_len: 16
-    seeds: 3                       # models per cell, trained together (jab train --seeds)
-    seed: 0                        # the first seed
-    parameters:                    # a grid, as a W&B sweep writes it: every combination
-      task.name: {values: [reverse, copy, sort]}  # is a cell (task.name: that preset)
-      model.pos_encoding: {values: [sinusoidal, rope]}
-    rows:                          # and/or cells named one by one
-      - name: sort none/randomized
-        task: sort
-        steps: 3000
-        set: {model.src_pos_encoding: none, model.tgt_pos_encoding: randomized}
-    evaluate:                      # as jab eval --lengths --samples --force-length --seed
-      lengths: 1-64
-      samples: 20                  # held-out inputs per length
-      force_length: false
-      seed: 1
-      bins: [1-16, 17-32, 33-64]   # the table's columns
+A study file (YAML; its format and reading: study_file.py) names a base, the cells, the
+seeds and the evaluation.
 
 A study folder holds `study.json` (the cells as last run, and any failures), and each
 cell as an ordinary run folder (a group of seeds when seeds > 1) named by its values,
 with `evaluation.json` beside its checkpoints once it is measured. Every command that
-works on a run works on a cell. This module reads and checks study files, lays out the
-folder and turns evaluations into tables; `study_run.py` runs the cells.
+works on a run works on a cell. This module holds a study's records (`Study`, `Cell`,
+`Evaluation`), lays out the folder and turns evaluations into tables; `study_file.py`
+reads and checks study files, `study_run.py` runs the cells.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from jabcli.core import config as configuration
-from jabcli.core.errors import JabError, suggest, whole
+from jabcli.core.errors import JabError
+from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread
 from jabcli.runs.runs import STUDY_FILE, atomic_write
 
+if TYPE_CHECKING:
+    from jabcli.evaluation.evaluate import Figures
+
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
 LOGS = "logs"  # in the study folder: each cell worker's stderr
-SECTIONS = ("name", "base", "seeds", "seed", "parameters", "rows", "evaluate")
-BASE_KEYS = ("task", "steps", "set")
-ROW_KEYS = ("name", "task", "steps", "set")
-EVALUATE_KEYS = ("lengths", "samples", "force_length", "seed", "bins")
-MAX_CELLS = 1000
 
 
 @dataclass(frozen=True)
@@ -111,117 +88,6 @@ class Study:
     text: str  # the study file as read
 
 
-def read(path: Path) -> Study:
-    """A study file, parsed and checked for its shape (not yet for its configs: `check`)."""
-    if not path.is_file():
-        raise JabError(f"study file {str(path)!r} does not exist")
-    data = configuration.read_yaml(path)
-    where = str(path)
-    if not data:
-        raise JabError(f"{where} is empty; a study names its cells (see jab study run --help)")
-    unknown(data, SECTIONS, where, "section")
-    name = data.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        raise JabError(f"{where}: name must be a text, got {name!r}")
-    base = mapping(data.get("base", {}), f"{where}: base")
-    unknown(base, BASE_KEYS, f"{where}: base", "key")
-    seeds = count(data.get("seeds", 1), f"{where}: seeds", 1)
-    seed = count(data.get("seed", 0), f"{where}: seed", 0)
-    base_values = keys(base.get("set", {}), f"{where}: base.set")
-    if "steps" in base:
-        base_values["train.steps"] = count(base["steps"], f"{where}: base.steps", 1)
-    base_task = base.get("task", base_values.pop("task.name", None))
-    cells = grid_cells(data.get("parameters"), base_task, base_values, seed, seeds, where)
-    cells += row_cells(data.get("rows"), base_task, base_values, seed, seeds, where)
-    if not cells:
-        raise JabError(f"{where} has no cells: give parameters (a grid) or rows, or both")
-    if len(cells) > MAX_CELLS:
-        raise JabError(f"{where} has {len(cells)} cells; a study takes at most {MAX_CELLS}")
-    for cell in cells:
-        cell.written = str(cell.task)
-        cell.task = relative_task(cell.task, path.parent, where, cell.name)
-    seen: dict[str, str] = {}
-    for cell in cells:
-        if cell.folder in seen:
-            raise JabError(
-                f"{where}: cells {seen[cell.folder]!r} and {cell.name!r} would share the "
-                f"folder {cell.folder!r}; give them different names"
-            )
-        seen[cell.folder] = cell.name
-    evaluation = read_evaluation(data.get("evaluate", {}), where)
-    return Study(name.strip(), path, cells, evaluation, path.read_text())
-
-
-def grid_cells(parameters, task, base, seed, seeds, where) -> list[Cell]:
-    """Every combination of the grid's values, as W&B's `parameters: {key: {values: [...]}}`
-    (a plain list, or `{value: x}` for one value, is taken too)."""
-    if parameters is None:
-        return []
-    parameters = mapping(parameters, f"{where}: parameters")
-    axes = []
-    for key, spec in parameters.items():
-        what = f"{where}: parameters.{key}"
-        if isinstance(spec, dict):
-            unknown(spec, ("values", "value"), what, "key")
-            spec = spec["values"] if "values" in spec else [spec.get("value")]
-        if not isinstance(spec, list) or not spec:
-            raise JabError(f"{what} must list its values: {{values: [a, b]}}, got {spec!r}")
-        if len(set(map(repr, spec))) != len(spec):
-            raise JabError(f"{what} lists a value twice: {spec!r}")
-        axes.append([(str(key), value) for value in spec])
-    cells = []
-    for combination in itertools.product(*axes):
-        values = dict(base)
-        cell_task = task
-        for key, value in combination:
-            if key == "task.name":
-                cell_task = value
-            else:
-                values[key] = value
-        name = " ".join(str(value) for _, value in combination)
-        cells.append(Cell(name, slug(name), cell_task, values, seed, seeds))
-    return cells
-
-
-def row_cells(rows, task, base, seed, seeds, where) -> list[Cell]:
-    """The cells named one by one: a name, and a task, steps and keys of their own."""
-    if rows is None:
-        return []
-    if not isinstance(rows, list):
-        raise JabError(f"{where}: rows must be a list of cells, each with a name")
-    cells = []
-    for n, row in enumerate(rows):
-        what = f"{where}: rows[{n}]"
-        row = mapping(row, what)
-        unknown(row, ROW_KEYS, what, "key")
-        name = row.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise JabError(f"{what} needs a name")
-        values = {**base, **keys(row.get("set", {}), f"{what}.set")}
-        if "steps" in row:
-            values["train.steps"] = count(row["steps"], f"{what}.steps", 1)
-        cell_task = row.get("task", values.pop("task.name", task))
-        cells.append(Cell(name.strip(), slug(name), cell_task, values, seed, seeds))
-    return cells
-
-
-def read_evaluation(data, where: str) -> Evaluation:
-    data = mapping(data, f"{where}: evaluate")
-    unknown(data, EVALUATE_KEYS, f"{where}: evaluate", "key")
-    lengths = length_range(data.get("lengths", "1-64"), f"{where}: evaluate.lengths")
-    samples = count(data.get("samples", 20), f"{where}: evaluate.samples", 1)
-    force = data.get("force_length", False)
-    if not isinstance(force, bool):
-        raise JabError(f"{where}: evaluate.force_length must be true or false, got {force!r}")
-    seed = count(data.get("seed", 1), f"{where}: evaluate.seed", 0)
-    bins = data.get("bins", [f"{lengths[0]}-{lengths[1]}"])
-    if not isinstance(bins, list) or not bins:
-        raise JabError(f"{where}: evaluate.bins must list ranges of lengths, like [1-16, 17-32]")
-    ranges = tuple(length_range(b, f"{where}: evaluate.bins") for b in bins)
-    check_bins(ranges, lengths, f"{where}: evaluate.bins")
-    return Evaluation(lengths, samples, force, seed, ranges)
-
-
 def check_bins(bins, lengths: tuple[int, int], what: str) -> None:
     """Refuse a bin reaching outside the lengths measured: its figure would be missing or
     another bin's."""
@@ -231,64 +97,6 @@ def check_bins(bins, lengths: tuple[int, int], what: str) -> None:
                 f"{what}: {bin_name(low, high)} reaches outside the lengths measured "
                 f"({bin_name(*lengths)}, evaluate.lengths)"
             )
-
-
-def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
-    """A cell's task as `jab train --task` takes it; a file it names is found next to the
-    study file."""
-    if task is None:
-        raise JabError(f"{where}: cell {cell!r} has no task (set base.task, or task.name)")
-    if not isinstance(task, str):
-        raise JabError(f"{where}: cell {cell!r} has task {task!r}; a task is a name")
-    path = configuration.data_path(task)
-    if path is not None:
-        return configuration.FILE_PREFIX + str(folder / path)
-    if task.endswith((".yaml", ".yml")):
-        return str(folder / task)
-    return task
-
-
-def mapping(value, what: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise JabError(f"{what} must be a mapping, got {value!r}")
-    return value
-
-
-def keys(value, what: str) -> dict[str, Any]:
-    """`{model.d_model: 128}` (or nested `{model: {d_model: 128}}`) as dotted keys."""
-    flat = {}
-    for key, item in mapping(value, what).items():
-        if isinstance(item, dict):
-            flat.update({f"{key}.{k}": v for k, v in keys(item, what).items()})
-        else:
-            flat[str(key)] = item
-    return flat
-
-
-def unknown(data: dict, known: tuple[str, ...], where: str, kind: str) -> None:
-    for key in data:
-        if key not in known:
-            raise JabError(
-                f"{where}: unknown {kind} {key!r}{suggest(str(key), known)}; "
-                f"known: {', '.join(known)}"
-            )
-
-
-def count(value, what: str, least: int) -> int:
-    return whole(value, what, least, 2**31)
-
-
-def length_range(text, what: str) -> tuple[int, int]:
-    """'1-64' -> (1, 64); '17' or 17 -> (17, 17)."""
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(text))
-    if not match or isinstance(text, bool):
-        raise JabError(f"{what} takes ranges like 1-64, got {text!r}")
-    low, high = int(match[1]), int(match[2] or match[1])
-    if not 1 <= low <= high:
-        raise JabError(f"{what} takes ranges like 1-64 (shortest first), got {text!r}")
-    return low, high
 
 
 def slug(name: str) -> str:
@@ -577,7 +385,7 @@ def shown(value: Any) -> str:
     return str(value)
 
 
-def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
+def evaluation_of(out: Path, cell: Cell | dict) -> CellEvaluation | None:
     """A cell's evaluation.json, if it is measured with the cell's current spec."""
     folder = cell.folder if isinstance(cell, Cell) else cell["folder"]
     spec = cell.spec if isinstance(cell, Cell) else cell["spec"]
@@ -589,6 +397,75 @@ def evaluation_of(out: Path, cell: Cell | dict) -> dict[str, Any] | None:
 
 
 # results
+
+
+class SpreadFigure(TypedDict):
+    """A figure over seeds as study.json and `jab study show --json` keep it (a `Spread`)."""
+
+    median: float
+    min: float
+    max: float
+
+
+class SeedEvaluation(TypedDict):
+    """One seed of a cell as its evaluation.json keeps it: every figure at each length."""
+
+    seed: int
+    per_length: dict[str, Figures]
+
+
+class CellEvaluation(TypedDict):
+    """A cell's evaluation.json (written by `cell_job.work`): what was measured, with the
+    spec it was measured for, and each seed's figures by length."""
+
+    spec: str
+    step: int
+    task: str
+    pos_encoding: str
+    train_lengths: list[int]
+    longest: int
+    train_s: float
+    eval_s: float
+    seeds: list[SeedEvaluation]
+
+
+class CellRow(TypedDict):
+    """A cell in a study's table (`table`): what it is and its state; once measured, its
+    figures (`measured`): each bin's (`bins`, and `token_bins`, ... by `BIN_KEYS`), the
+    longest length at >= 50% and the exact match at each length, over seeds."""
+
+    name: str
+    folder: str
+    task: str
+    seeds: int
+    steps: int
+    state: str  # measured, not finished or failed: <error>
+    step: NotRequired[int]
+    train_s: NotRequired[float]
+    eval_s: NotRequired[float]
+    longest: NotRequired[int]
+    train_lengths: NotRequired[list[int]]
+    pos_encoding: NotRequired[str]
+    bins: NotRequired[dict[str, SpreadFigure]]
+    token_bins: NotRequired[dict[str, SpreadFigure]]
+    symbol_bins: NotRequired[dict[str, SpreadFigure]]
+    forced_bins: NotRequired[dict[str, SpreadFigure]]
+    forced_symbol_bins: NotRequired[dict[str, SpreadFigure]]
+    longest_at_half: NotRequired[SpreadFigure]
+    per_length: NotRequired[dict[str, SpreadFigure]]
+
+
+class StudyTable(TypedDict):
+    """A study's results (`table`), as `jab study show --json` prints them (with the
+    metric shown added)."""
+
+    study: str
+    folder: str
+    samples_per_length: int | None
+    lengths: list[int] | None
+    bins: list[str]
+    force_length: bool
+    cells: list[CellRow]
 
 
 def bin_name(low: int, high: int) -> str:
@@ -610,13 +487,13 @@ def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
     return max((int(n) for n, row in per_length.items() if row["seq_acc"] >= 0.5), default=0)
 
 
-def spread(values: list[float]) -> dict[str, float]:
+def spread(values: list[float]) -> SpreadFigure:
     """A figure over seeds as study.json keeps it."""
     median, low, high = Spread.of(values)
     return {"median": median, "min": low, "max": high}
 
 
-def table(out: Path, bins: str | None = None) -> dict[str, Any]:
+def table(out: Path, bins: str | None = None) -> StudyTable:
     """The study's results: per cell, every bin's exact match (and token accuracy, and with
     force_length the exact match at the true length) as median, min and max over seeds,
     the longest length at >= 50%, and the state of cells not measured yet. `bins`
@@ -631,19 +508,17 @@ def table(out: Path, bins: str | None = None) -> dict[str, Any]:
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:
-        row = {
+        result = evaluation_of(out, cell)
+        row: CellRow = {
             "name": cell["name"],
             "folder": str(out / cell["folder"]),
             "task": cell["task"],
             "seeds": cell["seeds"],
             "steps": cell["steps"],
+            "state": "measured" if result is not None else state(out, cell, failed),
         }
-        result = evaluation_of(out, cell)
-        if result is None:
-            row["state"] = state(out, cell, failed)
-            rows.append(row)
-            continue
-        row.update(state="measured", **measured(result, bins))
+        if result is not None:
+            row.update(measured(result, bins))
         rows.append(row)
     return {
         "study": data["name"],
@@ -667,7 +542,7 @@ BIN_KEYS = {
 }
 
 
-def measured(result: dict[str, Any], bins: list[tuple[int, int]]) -> dict[str, Any]:
+def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> dict[str, Any]:
     """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
     and with force_length the exact match at the true length), the longest length at
     >= 50% and the exact match at each length, each as median, min and max over seeds."""

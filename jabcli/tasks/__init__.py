@@ -1,5 +1,5 @@
 """The tasks a model learns: the contract a task defines (contract.py), what jab derives
-from it once (layout.py: tokens, decoder slots, alignment; sampling.py: batches), the
+from it once (derived.py: tokens, decoder slots, alignment; sampling.py: batches), the
 arrays they are made of (batch.py), index hints as a wrapper (hinted.py), the built-in
 tasks on strings, classes, numbers and expressions modulo a number (strings.py,
 classification.py, arithmetic.py, modular.py), `file:PATH` tasks read from a data file

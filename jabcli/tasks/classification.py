@@ -88,7 +88,7 @@ class Worked(Classify):
 
     def alignment(self, src, width):
         """Each symbol of the working stands under its input symbol; the class after them
-        (aligned only with `task.scratchpad`, see layout.aligned)."""
+        (aligned only with `task.scratchpad`, see derived.aligned)."""
         lengths = source_lengths(src)[:, None]
         source = jnp.where(columns(src) < lengths, columns(src), UNALIGNED)
         steps = columns(src, width)

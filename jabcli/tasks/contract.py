@@ -2,7 +2,7 @@
 whose fields are its options; it says what the answer to a text is, in plain Python
 (`solve`) and for a batch, in array code (`targets`). Everything else jab asks of a
 task (how many tokens and decoder slots it takes, batches for training and evaluation,
-which input symbol an answer step reads) is derived from these, once, in layout.py and
+which input symbol an answer step reads) is derived from these, once, in derived.py and
 sampling.py.
 """
 
@@ -83,7 +83,7 @@ class Task:
         an index per answer step [B, width]). An answer step and the source tokens with
         the same index are aligned; UNALIGNED marks <eos>, separators, the step that
         writes <eos> and steps past it. A task that defines `reads` has it from there
-        (`layout.alignment`)."""
+        (`derived.alignment`)."""
         raise NotImplementedError
 
     def draw(

@@ -22,7 +22,7 @@ import numpy as np
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID, Tokenizer, clean
-from jabcli.tasks import layout
+from jabcli.tasks import derived
 from jabcli.tasks.batch import Batch, assemble
 from jabcli.tasks.contract import Task
 
@@ -170,7 +170,7 @@ class FileTask(Task):
             jnp.asarray(self.input_lengths)[rows],
             jnp.asarray(pad_to(self.outputs, tgt_len))[rows],
             jnp.asarray(self.output_lengths)[rows],
-            layout.answer_width(self, max_len),
+            derived.answer_width(self, max_len),
         )
 
 

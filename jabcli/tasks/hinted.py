@@ -20,7 +20,7 @@ class Hinted(Task):
     answer symbol by the hint of the source symbol it is. The model is not told where to
     read: it writes the index itself and finds it in the input. Only tasks whose answer
     symbols are input symbols (`reads`) take it. Everything else is the wrapped task's;
-    each symbol takes two tokens (layout.py counts them)."""
+    each symbol takes two tokens (derived.py counts them)."""
 
     task: Task = field(default_factory=Task)
 

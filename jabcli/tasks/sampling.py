@@ -1,6 +1,6 @@
 """Batches of a task, for training and evaluation, drawn from its `draw` in one place:
 lengths uniform in a range (or each length in turn), answers cut and padded to the
-decoder slots layout.py gives, sources ended by <eos>. A file task chooses its rows
+decoder slots derived.py gives, sources ended by <eos>. A file task chooses its rows
 from its data instead (`FileTask.sample`, `FileTask.held_out_batch`).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.tasks import layout
+from jabcli.tasks import derived
 from jabcli.tasks.batch import Batch, assemble
 from jabcli.tasks.contract import Task
 
@@ -49,5 +49,5 @@ def sample_lengths(task: Task, key: jax.Array, lengths: jax.Array, max_len: int)
     each source is as long as its tokens)."""
     tokens, target, target_lengths = task.draw(key, lengths, max_len)
     drawn = jnp.sum(tokens != PAD_ID, axis=1)
-    target = target[:, : layout.answer_tokens(task, max_len)]
-    return assemble(tokens, drawn, target, target_lengths, layout.answer_width(task, max_len))
+    target = target[:, : derived.answer_tokens(task, max_len)]
+    return assemble(tokens, drawn, target, target_lengths, derived.answer_width(task, max_len))

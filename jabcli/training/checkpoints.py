@@ -31,7 +31,7 @@ import json
 import re
 import zipfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from jabcli.core import runtime
 from jabcli.core.errors import JabError
@@ -57,12 +57,33 @@ def file_name(step: int) -> str:
 # the manifest
 
 
+class CheckpointEntry(TypedDict):
+    """One checkpoint as the manifest lists it. A manifest written before a key existed
+    (or rebuilt from the files) may lack the last three, or hold None there."""
+
+    file: str  # step-NNNNNNNN.npz
+    step: int
+    sha256: str  # of the file
+    eval_seq_acc: NotRequired[float | None]  # held-out exact match when it was saved
+    config: NotRequired[str | None]  # the fingerprint of its run's config (runs.fingerprint)
+    flops_per_step: NotRequired[float | None]  # as XLA counted a training step
+
+
+class Manifest(TypedDict):
+    """checkpoints/manifest.json: the checkpoints kept, oldest first, and the best one's
+    file (None: none scored)."""
+
+    format: int
+    checkpoints: list[CheckpointEntry]
+    best: NotRequired[str | None]
+
+
 class ManifestDamaged(JabError):
     """A manifest that is missing beside checkpoint files, or cannot be read: `repaired`
     rebuilds it from those files."""
 
 
-def manifest(run: Run) -> dict[str, Any]:
+def manifest(run: Run) -> Manifest:
     """The run's manifest; an empty one for a run with no checkpoint yet."""
     path = run.checkpoints / MANIFEST
     if not path.exists():
@@ -83,7 +104,7 @@ def manifest(run: Run) -> dict[str, Any]:
     return found
 
 
-def repaired(run: Run, note: Callable[[str], None]) -> dict[str, Any]:
+def repaired(run: Run, note: Callable[[str], None]) -> Manifest:
     """The run's manifest; one that is missing or damaged is rebuilt first (`rebuild`),
     and `note` told what was done."""
     try:
@@ -171,12 +192,12 @@ def _keep(path: Path) -> Path | None:
             return aside
 
 
-def entries(run: Run) -> list[dict[str, Any]]:
+def entries(run: Run) -> list[CheckpointEntry]:
     """The manifest's checkpoints, oldest first."""
     return manifest(run)["checkpoints"]
 
 
-def entry(run: Run, which: str = "latest", found: dict[str, Any] | None = None) -> dict[str, Any]:
+def entry(run: Run, which: str = "latest", found: Manifest | None = None) -> CheckpointEntry:
     """The checkpoint `which` (latest, best or a step number) of `run`, as its manifest
     (`found`, or read now) lists it."""
     found = manifest(run) if found is None else found
@@ -196,13 +217,13 @@ def entry(run: Run, which: str = "latest", found: dict[str, Any] | None = None) 
     raise JabError(f"--checkpoint takes best, latest or a step number, got {which!r}")
 
 
-def best_file(listed: list[dict[str, Any]]) -> str | None:
+def best_file(listed: list[CheckpointEntry]) -> str | None:
     """The checkpoint with the highest held-out exact match (the newest among equals)."""
     scored = [e for e in listed if e.get("eval_seq_acc") is not None]
     return max(scored, key=lambda e: (e["eval_seq_acc"], e["step"]))["file"] if scored else None
 
 
-def _write_manifest(run: Run, found: dict[str, Any], listed: list[dict[str, Any]]) -> None:
+def _write_manifest(run: Run, found: Manifest, listed: list[CheckpointEntry]) -> None:
     found.update(checkpoints=listed, best=best_file(listed))
     atomic_write(run.checkpoints / MANIFEST, json.dumps(found, indent=1).encode())
 
@@ -261,7 +282,7 @@ def forget_after(run: Run, step: int) -> None:
 # loading
 
 
-def check_config(run: Run, listed: dict[str, Any]) -> None:
+def check_config(run: Run, listed: CheckpointEntry) -> None:
     """Refuse a checkpoint whose run config was edited by hand since it was saved."""
     if run.fingerprint is None:
         run.load_config()
@@ -273,7 +294,7 @@ def check_config(run: Run, listed: dict[str, Any]) -> None:
         )
 
 
-def load(run: Run, listed: dict[str, Any]) -> dict[str, np.ndarray]:
+def load(run: Run, listed: CheckpointEntry) -> dict[str, np.ndarray]:
     """A checkpoint's arrays, checked against its checksum, step and run config."""
     check_config(run, listed)
     path = run.checkpoints / listed["file"]
@@ -298,8 +319,8 @@ def load(run: Run, listed: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 def chosen(
-    run: Run, found: dict[str, Any], which: str, note: Callable[[str], None]
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    run: Run, found: Manifest, which: str, note: Callable[[str], None]
+) -> tuple[CheckpointEntry, dict[str, np.ndarray]]:
     """The checkpoint `which` (latest, best or a step number) of `run`, as its manifest
     `found` lists it, and its arrays. A latest or best one whose file is damaged gives
     way to the newest (or best) valid one, and `note` says so; a step asked for by number
@@ -386,7 +407,7 @@ def newest_common(
     raise JabError(f"{where} has no valid checkpoint left")
 
 
-def parameter_count(run: Run, listed: dict[str, Any]) -> int | None:
+def parameter_count(run: Run, listed: CheckpointEntry) -> int | None:
     """The model's parameter count, from the headers of a checkpoint's arrays (no data
     read); None when the file cannot be read (`jab runs` then shows no count)."""
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jabcli.core.config import at_target, for_seed
+from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError
 from jabcli.runs import runs
 from jabcli.runs.loggers import Logs
@@ -27,6 +27,7 @@ from jabcli.training import checkpoints
 
 if TYPE_CHECKING:
     from jabcli.model.experiment import Experiment
+    from jabcli.training.training import HeldOutResult
 
 
 class Interrupted(KeyboardInterrupt):
@@ -74,23 +75,28 @@ class Observer:
 
 @dataclass
 class Outcome:
+    """How a training session ended; whether the target was reached is the Trainer's
+    word (`Trained.at_target`), read here, never worked out again."""
+
     path: Path  # the run, or the group of seeds
     runs: list[Run]  # one per seed
     step: int
     start_step: int
     elapsed_s: float
-    last_eval: list[dict[str, Any]]  # one per seed; empty if never evaluated
+    last_eval: list[HeldOutResult]  # one per seed; empty if never evaluated
+    at_target: list[bool]  # one per seed evaluated: it reached train.target_seq_acc
     target_seq_acc: float
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
 
     @property
     def reached(self) -> int:
         """How many seeds reached the target."""
-        return sum(at_target(e["seq_acc"], self.target_seq_acc) for e in self.last_eval)
+        return sum(self.at_target)
 
     @property
     def reached_target(self) -> bool:
-        return bool(self.last_eval) and self.reached == len(self.last_eval)
+        """Every seed reached the target."""
+        return bool(self.at_target) and all(self.at_target)
 
 
 class StopRequest:
@@ -160,7 +166,8 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"{path} already reached step {step} of {cfg.train.steps}; "
                 "pass a larger --steps to continue"
             )
-        if steps is None and all(stopped_at_target(run, step) for run in seeds):
+        # Training stopped there with the target reached: a plain resume would only stop.
+        if steps is None and all(run.at_target(step) for run in seeds):
             raise JabError(
                 f"{path} stopped at step {step}, where its held-out exact match reached "
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
@@ -174,12 +181,12 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
         return _train(path, seeds, experiment, (step, states), observer, stop)
 
 
-def stopped_at_target(run: Run, step: int) -> bool:
-    """Whether the run's held-out exact match at `step` (its newest checkpoint) reached
-    its target: training stopped there, and a plain resume would only stop again."""
-    cfg, _ = run.load_config()
-    at_step = [r for r in run.read_metrics() if r["step"] == step and "eval_seq_acc" in r]
-    return bool(at_step) and at_target(at_step[-1]["eval_seq_acc"], cfg.train.target_seq_acc)
+def trained_enough(run: Run, steps: int) -> bool:
+    """Whether `run` needs no more training towards `steps`: its newest checkpoint is at
+    `steps` or past it, or training stopped there with the target reached."""
+    listed = checkpoints.entries(run)
+    step = listed[-1]["step"] if listed else 0
+    return step >= steps or (bool(listed) and run.at_target(step))
 
 
 def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
@@ -310,15 +317,16 @@ def _loop(
     finally:
         logs.close()
         observer.end()
-    if saved_step != outcome["step"]:
+    if saved_step != outcome.step:
         save()
     ended = Outcome(
         path=path,
         runs=seeds,
-        step=outcome["step"],
-        start_step=outcome["start_step"],
-        elapsed_s=outcome["elapsed_s"],
-        last_eval=outcome["last_eval"],
+        step=outcome.step,
+        start_step=outcome.start_step,
+        elapsed_s=outcome.elapsed_s,
+        last_eval=outcome.last_eval,
+        at_target=outcome.at_target,
         target_seq_acc=tr.target_seq_acc,
         interrupted_by=stop.signum,
     )

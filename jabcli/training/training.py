@@ -27,10 +27,10 @@ from jabcli.core import memory, runtime
 from jabcli.core.config import TrainConfig, at_target
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.evaluation.evaluate import check_evaluation_memory, evaluate
+from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
 from jabcli.model.experiment import Experiment, build_model
 from jabcli.model.positions import shapes_only
-from jabcli.tasks import layout, sampling
+from jabcli.tasks import derived, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows
 
@@ -51,7 +51,13 @@ class Schedule(NamedTuple):
     takes them as values, not constants, so that configs which differ only in
     train.steps, train.learning_rate or train.warmup_steps (`SCHEDULE_KEYS`) share one
     compiled program: a run extended with more steps, or a study's rows of learning
-    rates, compile once."""
+    rates, compile once.
+
+    optax's own `warmup_cosine_decay_schedule` cannot be built inside the program from
+    these numbers as traced values: it takes its step counts as Python ints and branches
+    on its arguments in Python (`peak_value == 0.0`, `transition_steps <= 0`,
+    `decay_steps > 0`), which a traced value refuses (TracerBoolConversionError). Hence
+    `learning_rate`, whose bits a test checks against optax's."""
 
     peak: Any  # float32
     warmup: Any  # int32: steps of warmup
@@ -215,7 +221,7 @@ def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: 
     positions = experiment.positions(positions_key, batch.src, batch.tgt_in.shape[1])
     rows = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
     if experiment.packs:
-        rows = packing.pack(rows, *layout.packed_widths(experiment.task, t.min_len, t.max_len))
+        rows = packing.pack(rows, *derived.packed_widths(experiment.task, t.min_len, t.max_len))
     return rows
 
 
@@ -299,6 +305,36 @@ def train_chunk(
 
 
 Callback = Callable[[list[dict]], None]  # receives one record (or result) per seed
+
+
+class HeldOutResult(Scores):
+    """One seed's held-out evaluation as `Trainer.run` reports it (`on_eval`): its scores,
+    the step it was made at, and whether it reached train.target_seq_acc."""
+
+    step: int
+    at_target: bool
+
+
+@dataclasses.dataclass
+class Trained:
+    """What `Trainer.run` did: the step it stopped at and the step it started from, its
+    wall time, each seed's last held-out evaluation (empty: none) and whether each of
+    them reached train.target_seq_acc, as the loop decided when to stop."""
+
+    step: int
+    start_step: int
+    elapsed_s: float
+    last_eval: list[HeldOutResult]
+    at_target: list[bool]
+
+    @property
+    def seeds_at_target(self) -> int:
+        return sum(self.at_target)
+
+    @property
+    def reached_target(self) -> bool:
+        """Every seed reached the target (the Trainer's reason to stop early)."""
+        return bool(self.at_target) and all(self.at_target)
 
 
 def wait(tree: Any) -> Any:
@@ -501,7 +537,7 @@ class Trainer:
         on_log: Callback = lambda records: None,
         on_eval: Callback = lambda results: None,
         should_stop: Callable[[], bool] = lambda: False,
-    ) -> dict:
+    ) -> Trained:
         """Train to train.steps, or until every seed reached train.target_seq_acc (a seed
         that reached it keeps training with the others), or until `should_stop()`."""
         tr = self.experiment.config.train
@@ -533,25 +569,27 @@ class Trainer:
             ]
             evaluated = step // tr.eval_every > step_before // tr.eval_every or step >= tr.steps
             if evaluated:
-                last_eval = [
-                    evaluate(
+                held_out = HeldOut(tr.eval_samples)
+                last_eval = []
+                for state, record in zip(self.states(), records):
+                    result = evaluate(
                         self.experiment,
                         state.params,
                         step_key(state.rng, EVAL_STREAM, step),
-                        tr.eval_samples,
+                        held_out,
                     )
-                    for state in self.states()
-                ]
-                for record, result in zip(records, last_eval):
                     record["eval_token_acc"] = result["token_acc"]
                     record["eval_seq_acc"] = result["seq_acc"]
-                on_eval([{**result, "step": step} for result in last_eval])
+                    reached = at_target(result["seq_acc"], tr.target_seq_acc)
+                    last_eval.append({**result, "step": step, "at_target": reached})
+                on_eval(last_eval)
             on_log(records)
-            if evaluated and all(at_target(r["eval_seq_acc"], tr.target_seq_acc) for r in records):
+            if evaluated and all(result["at_target"] for result in last_eval):
                 break
-        return {
-            "step": step,
-            "elapsed_s": time.perf_counter() - start,
-            "start_step": start_step,
-            "last_eval": last_eval,
-        }
+        return Trained(
+            step=step,
+            start_step=start_step,
+            elapsed_s=time.perf_counter() - start,
+            last_eval=last_eval,
+            at_target=[result["at_target"] for result in last_eval],
+        )

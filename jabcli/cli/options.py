@@ -1,0 +1,165 @@
+"""What the commands share: the options and arguments several take (`--run`,
+`--checkpoint`, `--no-cache`, `RUN...`), the shell's completion of tasks and runs, the
+checks on a run folder and a `--save` file, and the run a command works on when `--run`
+is not given. Imports nothing heavy: `jab --help` reads these.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jabcli.core.errors import JabError
+
+
+def complete_task(incomplete: str) -> list[str]:
+    """Shell completion of --task: the built-in tasks, as `jab tasks` lists them (the
+    registry imports no JAX), and file: for a data file."""
+    from jabcli.tasks.registry import TASKS
+
+    return [name for name in [*TASKS, "file:"] if name.startswith(incomplete)]
+
+
+def complete_run(incomplete: str) -> list[str]:
+    """Shell completion of a run: the runs and groups of seeds under runs/ (and a group's
+    seeds), as typed from the current folder."""
+    from jabcli.runs.runs import GROUP_FILE, RUNS_DIR
+
+    found = []
+    for path in sorted(RUNS_DIR.glob("*")):
+        if (path / "config.yaml").is_file() or (path / GROUP_FILE).is_file():
+            found.append(str(path))
+        found += [str(seed.parent) for seed in sorted(path.glob("seed-*/config.yaml"))]
+    return [name for name in found if name.startswith(incomplete)]
+
+
+def run_folders(value):
+    """A run given as a file, not a folder, is a mistake worth its own words."""
+    for path in value if isinstance(value, list) else [value]:
+        if path is not None and path.exists() and not path.is_dir():
+            raise JabError(f"{path} is a file, not a run folder")
+    return value
+
+
+SEED_MAX = 2**32 - 1
+STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
+SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
+
+
+def run_option(help: str):
+    """--run DIR: a run folder, completed by the shell."""
+    return Annotated[
+        Path | None,
+        typer.Option(
+            "--run", metavar="DIR", callback=run_folders, autocompletion=complete_run, help=help
+        ),
+    ]
+
+
+RunOption = run_option("Run folder (default: the newest under runs/).")
+GroupRunOption = run_option("Run folder or group of seeds (default: the newest under runs/).")
+CheckpointOption = Annotated[
+    str,
+    typer.Option(
+        "--checkpoint",
+        metavar="best|latest|STEP",
+        help="Which checkpoint: best, latest or a step number.",
+    ),
+]
+NoCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Do not use the persistent compilation cache (nor the model shapes kept beside it).",
+    ),
+]
+StepsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--steps",
+        min=1,
+        max=STEPS_MAX,
+        metavar="N",
+        help="Number of training steps (overrides train.steps).",
+    ),
+]
+SeedOption = Annotated[
+    int,
+    typer.Option("--seed", min=0, max=SEED_MAX, metavar="S", help="Seed of the held-out sample."),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+]
+LengthsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--lengths",
+        help="Evaluate --samples inputs at every length in A-B (e.g. 1-64), "
+        "including lengths beyond training.",
+        metavar="A-B",
+    ),
+]
+
+
+def RunsArgument(help: str):
+    """RUN... arguments: run folders or groups of seeds, completed by the shell."""
+    return Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN...", callback=run_folders, autocompletion=complete_run, help=help
+        ),
+    ]
+
+
+def configure_jax(no_cache: bool) -> None:
+    from jabcli.core import runtime
+
+    runtime.configure(no_cache)
+
+
+def chosen_run(run: Path | None):
+    """The run --run names; without it, the newest, and a line on stderr saying which
+    (the newest may not be the run the user has in mind)."""
+    from jabcli.api import api
+    from jabcli.runs.runs import open_runs
+
+    one = api.load(run)
+    if run is None:
+        task = open_runs(one.path)[1][0].load_config()[0].task.name
+        print(f"Using {one.path} ({task}), the newest run; choose one with --run", file=sys.stderr)
+    return one
+
+
+PLOT_FILES = (".svg", ".png", ".html")
+
+
+def save_plot(view, save: Path) -> None:
+    """Write a plot: .svg and .png drawn by matplotlib, .html as the terminal draws it."""
+    from jabcli.api import plots
+    from jabcli.cli.pictures import save_picture
+
+    if save.suffix.lower() == ".html":
+        save_picture(view, save)
+    else:
+        plots.save(view.plot, save)
+
+
+def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
+    """Refuse a --save file of another type, or in a folder that does not exist."""
+    if save is None:
+        return
+    if save.suffix.lower() not in suffixes:
+        kinds = ", ".join(suffixes[:-1]) + f" or {suffixes[-1]}" if len(suffixes) > 1 else ""
+        raise JabError(f"--save writes {kinds} files, got {str(save)!r}")
+    if not save.parent.is_dir():
+        raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
+    plotted = ".png" in suffixes and save.suffix.lower() in (".svg", ".png")  # matplotlib's
+    if plotted and importlib.util.find_spec("matplotlib") is None:
+        raise JabError(
+            f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .html, the "
+            "terminal's drawing)"
+        )

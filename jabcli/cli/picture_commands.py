@@ -1,0 +1,129 @@
+"""The commands that draw: `jab show-attention` (heatmaps) and `jab curves` (metrics by
+step), in the terminal and, with `--save`, to a file (pictures.py, plots.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jabcli.cli.options import (
+    PLOT_FILES,
+    CheckpointOption,
+    NoCacheOption,
+    RunOption,
+    RunsArgument,
+    check_save,
+    chosen_run,
+    configure_jax,
+    save_plot,
+)
+from jabcli.core.errors import JabError
+
+
+class Kind(str, enum.Enum):
+    cross = "cross"
+    encoder = "encoder"
+    decoder = "decoder"
+
+
+def show_attention(
+    run: RunOption = None,
+    input_text: Annotated[
+        str | None,
+        typer.Option(
+            "--input", metavar="TEXT", help="Input to decode (default: a random held-out one)."
+        ),
+    ] = None,
+    kind: Annotated[
+        Kind | None,
+        typer.Option(
+            "--kind",
+            metavar="cross|encoder|decoder",
+            help="Which attention to draw (default: cross; a model.arch=encoder run has "
+            "encoder only).",
+        ),
+    ] = None,
+    layer: Annotated[
+        int,
+        typer.Option("--layer", metavar="L", help="Layer index; negative counts from the last."),
+    ] = -1,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            "--head",
+            metavar="H|mean",
+            help="Head index (negative counts from the last) or 'mean' (default: all "
+            "heads side by side).",
+        ),
+    ] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.html",
+            help="Also write the picture to a file (it fetches nothing: fonts are local).",
+        ),
+    ] = None,
+    checkpoint: CheckpointOption = "latest",
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Draw what the model attends to while answering one input."""
+    from jabcli.cli.display import say
+    from jabcli.cli.pictures import attention_view, save_picture, show_picture
+
+    check_save(save, (".svg", ".html"))
+    configure_jax(no_cache)
+    one = chosen_run(run)
+    attention = one.attention(input_text, kind and kind.value, layer, checkpoint)
+    heads = len(attention.weights)
+    if head not in (None, "mean") and not (
+        head.lstrip("-").isdigit() and -heads <= int(head) < heads
+    ):
+        raise JabError(
+            f"--head must be 'mean' or a head between 0 and {heads - 1} (or -1 for the "
+            f"last), got {head!r}"
+        )
+    view = attention_view(attention, head, str(one.path))
+    show_picture(view)
+    if save is not None:
+        save_picture(view, save)
+        say(f"Saved {save}")
+
+
+def curves(
+    runs: RunsArgument("Runs or groups of seeds to draw, overlaid."),
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            metavar="NAME",
+            help="loss, token_acc, seq_acc (training batch), eval_token_acc, eval_seq_acc "
+            "(held-out), lr or grad_norm.",
+        ),
+    ] = "loss",
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.png|FILE.html",
+            help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
+            "'jab\\[plots]'), .html as the terminal draws it.",
+        ),
+    ] = None,
+) -> None:
+    """Draw how a metric moved during training, for one or several runs."""
+    from jabcli.api import api
+    from jabcli.api.plots import Plot
+    from jabcli.cli.display import say
+    from jabcli.cli.pictures import CurvesView, show_picture
+
+    check_save(save, PLOT_FILES)
+    view = CurvesView(Plot(api.curves(runs, metric)))
+    show_picture(view)
+    if save is not None:
+        save_plot(view, save)
+        say(f"Saved {save}")

@@ -1,0 +1,301 @@
+"""The commands that list and measure: `jab tasks`, `jab runs`, `jab eval`, `jab
+compare`, `jab predict` and `jab export`. Each parses, calls the layers below (the API,
+inspection, listing) and prints tables or JSON through tables.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jabcli.cli.options import (
+    SAMPLES_PER_LENGTH,
+    CheckpointOption,
+    GroupRunOption,
+    JsonOption,
+    LengthsOption,
+    NoCacheOption,
+    RunOption,
+    RunsArgument,
+    SeedOption,
+    check_save,
+    chosen_run,
+    configure_jax,
+)
+from jabcli.core.errors import JabError
+from jabcli.core.lengths import length_range
+
+
+def tasks_command(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+) -> None:
+    """List the built-in tasks."""
+    from jabcli.cli.display import commands, console
+    from jabcli.cli.tables import task_table
+    from jabcli.core.config import TaskConfig, preset
+    from jabcli.tasks.derived import aligned
+    from jabcli.tasks.registry import TASKS
+
+    rows = []
+    for name, task in TASKS.items():
+        defaults = {**TaskConfig().__dict__, **(preset(name) or {}).get("task", {})}
+        rows.append(
+            {
+                "name": name,
+                "description": task.description,
+                "alphabet": defaults["alphabet"] or task().alphabet,
+                "min_len": defaults["min_len"],
+                "max_len": defaults["max_len"],
+                "aligned": aligned(task()),
+                "level": task.level or None,  # regular, DCF or CS; None: jab's own
+            }
+        )
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    console.print(task_table(rows))
+    commands("Train one with:", ["jab train --task NAME"])
+    commands(
+        "Or on your own input/output pairs (.tsv or .jsonl):", ["jab train --task file:PAIRS.tsv"]
+    )
+
+
+def runs_command(
+    root: Annotated[
+        Path,
+        typer.Argument(metavar="DIR", help="Folder holding runs (default: runs/)."),
+    ] = Path("runs"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of a table.")
+    ] = False,
+) -> None:
+    """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
+    from jabcli.cli.display import console, say
+    from jabcli.cli.tables import runs_table
+    from jabcli.inspection.listing import listing
+    from jabcli.runs.runs import RUNS_DIR
+
+    if root.exists() and not root.is_dir():
+        raise JabError(f"{root} is a file, not a folder of runs")
+    if not root.exists() and root != RUNS_DIR:  # runs/ is there once a run is trained
+        raise JabError(f"{root} does not exist: no folder of runs there")
+    rows = listing(root)
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    if not rows:  # an empty list, as --json prints it: not an error
+        say(f"No runs under {root}/; train one with: jab train --task reverse")
+        return
+    console.print(runs_table(rows))
+
+
+def eval_command(
+    run: GroupRunOption = None,
+    samples: Annotated[
+        int | None,
+        typer.Option(
+            "--samples",
+            min=1,
+            metavar="N",
+            help="Held-out inputs to decode (default 1000; per length with --lengths: 200).",
+        ),
+    ] = None,
+    lengths: LengthsOption = None,
+    min_len: Annotated[
+        int | None,
+        typer.Option("--min-len", min=1, metavar="A", help="Shortest input (default: the run's)."),
+    ] = None,
+    max_len: Annotated[
+        int | None,
+        typer.Option("--max-len", min=1, metavar="B", help="Longest input (default: the run's)."),
+    ] = None,
+    checkpoint: CheckpointOption = "latest",
+    seed: SeedOption = 1,
+    force_length: Annotated[
+        bool,
+        typer.Option(
+            "--force-length",
+            help="Also decode with each answer's true length imposed and report that exact "
+            "match: right symbols stopped at the wrong length, or wrong symbols?",
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Measure a run on fresh held-out data: accuracy overall and by length."""
+    from jabcli.cli.display import console, decoding
+    from jabcli.cli.tables import eval_report
+    from jabcli.runs.runs import open_runs
+
+    if lengths is not None and (min_len is not None or max_len is not None):
+        raise JabError("give either --lengths A-B or --min-len/--max-len, not both")
+    each_length = lengths is not None
+    if each_length:
+        min_len, max_len = length_range(lengths, "--lengths")
+    configure_jax(no_cache)
+    one = chosen_run(run)
+    passes = len(open_runs(one.path)[1]) * (2 if force_length else 1)
+    with decoding(passes):
+        result = one.evaluate(
+            (min_len, max_len), samples, each_length, checkpoint, seed, force_length
+        )
+    if as_json:
+        print(json.dumps(with_mistakes(result)))
+        return
+    console.print(eval_report(result, result["run"], tuple(result["train_lengths"])))
+
+
+def with_mistakes(result: dict) -> dict:
+    """A result for --json: its first 20 mistakes rather than every example; each seed's
+    result of a group likewise."""
+    out = {k: v for k, v in result.items() if k not in ("examples", "seeds")}
+    if "seeds" in result:  # each seed's mistakes are its own
+        out["seeds"] = [with_mistakes(one) for one in result["seeds"]]
+    else:
+        out["mistakes"] = [e for e in result["examples"] if not e["correct"]][:20]
+    return out
+
+
+def compare(
+    runs: RunsArgument("Two or more run folders (a group of seeds counts as one)."),
+    lengths: Annotated[
+        str | None,
+        typer.Option(
+            "--lengths",
+            help="Lengths to compare at, A-B (default: from the shortest training length "
+            "to twice the longest, as far as every run's positions allow).",
+            metavar="A-B",
+        ),
+    ] = None,
+    samples: Annotated[
+        int,
+        typer.Option("--samples", min=1, metavar="N", help="Held-out inputs per length and run."),
+    ] = SAMPLES_PER_LENGTH,
+    checkpoint: CheckpointOption = "latest",
+    seed: SeedOption = 1,
+    as_json: JsonOption = False,
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            "--save",
+            metavar="FILE.svg|FILE.png",
+            help="Also write exact match by length, a line per run, as a plot drawn by "
+            "matplotlib (pip install 'jab\\[plots]').",
+        ),
+    ] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Put several runs' accuracy at each input length side by side."""
+    from jabcli.api import api, plots
+    from jabcli.cli.display import console, decoding, say
+    from jabcli.cli.tables import comparison
+    from jabcli.runs.runs import open_runs
+
+    check_save(save, (".svg", ".png"))
+    bounds = length_range(lengths, "--lengths") if lengths is not None else None
+    tasks = [open_runs(path)[1][0].load_config()[0].task for path in runs]
+    alphabets = list(dict.fromkeys(task.alphabet for task in tasks))
+    if len(alphabets) > 1 and len({task.name for task in tasks}) == 1:  # else the table says
+        print(
+            f"jab: note: these runs draw inputs from different alphabets ({', '.join(alphabets)}):"
+            " each is measured on inputs of its own alphabet, not on the same inputs",
+            file=sys.stderr,
+        )
+    configure_jax(no_cache)
+    with decoding(sum(len(open_runs(path)[1]) for path in runs)):
+        results = api.compare(runs, bounds, samples, checkpoint, seed)
+    if as_json:
+        print(json.dumps([with_mistakes(r) for r in results]))
+    else:
+        console.print(comparison(results))
+    if save is not None:
+        plots.save(plots.comparison_plot(results), save)
+        if not as_json:  # stdout is the JSON's alone
+            say(f"Saved {save}")
+
+
+def predict(
+    texts: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT...",
+            help="Inputs to answer, e.g. 12345 (spaces are ignored); - reads them from "
+            "stdin, one per line.",
+        ),
+    ],
+    run: RunOption = None,
+    checkpoint: CheckpointOption = "latest",
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Answer each input and mark it against the task's reference answer.
+
+    jab predict - < inputs.txt answers every line of a file.
+    """
+    from jabcli.cli.display import console
+    from jabcli.cli.tables import predictions
+
+    lines = [(f"line {n}: ", line) for n, line in stdin_lines()] if "-" in texts else []
+    given = [each for text in texts for each in (lines if text == "-" else [("", text)])]
+    if not given:  # (where an input came from, for its error; the input)
+        raise JabError("- reads inputs from stdin, one per line, but there were none")
+    configure_jax(no_cache)
+    answered = chosen_run(run).predict([text for _, text in given], checkpoint, skip_bad=True)
+    if answered:
+        console.print(predictions(answered))
+    for i, error in answered.skipped.items():  # after the table, where a reader sees them
+        print(f"jab: error: {given[i][0]}{error}", file=sys.stderr)
+    if answered.skipped:
+        raise typer.Exit(2)
+
+
+def stdin_lines() -> list[tuple[int, str]]:
+    """The non-blank lines of stdin with their line numbers, read as UTF-8 (a byte-order
+    mark, as some editors write, is dropped, as file tasks drop it)."""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise JabError(
+            f"stdin is not UTF-8 text (line {line} has the byte {data[err.start]:#04x})"
+        ) from None
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def export(
+    folders: RunsArgument("Runs, groups of seeds or studies whose metrics to export."),
+    tensorboard: Annotated[
+        bool,
+        typer.Option(
+            "--tensorboard",
+            help="Write each run's metrics.jsonl as TensorBoard event files in its folder, "
+            "replacing those written before (pip install 'jab\\[tensorboard]').",
+        ),
+    ] = False,
+) -> None:
+    """Write what runs logged to another tool's format, for runs trained without
+    train.log_to; a study's, every cell's."""
+    from jabcli.cli.display import say
+    from jabcli.runs import loggers
+    from jabcli.runs.runs import open_runs, study_runs
+
+    if not tensorboard:
+        raise JabError("say what to export to: jab export RUN... --tensorboard")
+    exported = []  # every run's records, before any is written
+    for folder in folders:
+        cells = study_runs(folder)
+        for run in open_runs(folder)[1] if cells is None else cells:
+            if cells is not None and not run.read_metrics():  # a cell that failed early
+                print(f"jab: note: {run.path} has no metrics yet: skipped", file=sys.stderr)
+                continue
+            exported.append((run, loggers.metrics_to_export(run)))
+    loggers.require("tensorboard", "--tensorboard")
+    for run, records in exported:
+        for written in loggers.export_tensorboard(run, records):
+            say(f"Wrote {written}")

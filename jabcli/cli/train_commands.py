@@ -1,0 +1,171 @@
+"""`jab train` and `jab resume`: a training session (training/session.py) drawn live by
+the terminal's `TrainView`, then how it ended, with the commands to run next.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jabcli.cli.interrupt import interrupted
+from jabcli.cli.options import (
+    SEED_MAX,
+    STEPS_MAX,
+    NoCacheOption,
+    StepsOption,
+    complete_run,
+    complete_task,
+    configure_jax,
+    run_folders,
+)
+from jabcli.core.errors import JabError
+
+
+def train(
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task",
+            metavar="NAME|FILE.yaml|file:PATH",
+            autocompletion=complete_task,
+            help="A built-in task name (see jab tasks), a task YAML file, or file:PATH, "
+            "a file of input/output pairs (.tsv or .jsonl).",
+        ),
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", metavar="FILE.yaml", help="A YAML config layered over the task preset."
+        ),
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="Override a config key: --set model.d_model=128 (repeatable).",
+        ),
+    ] = None,
+    steps: StepsOption = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", min=0, max=SEED_MAX, metavar="S", help="Random seed (overrides train.seed)."
+        ),
+    ] = None,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--seeds",
+            min=1,
+            metavar="N",
+            help="Train N models side by side, seeds S..S+N-1, into one group folder "
+            "with a run per seed (overrides train.seeds).",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", metavar="DIR", help="Run folder to create (default: runs/<task>-<timestamp>)."
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run RUN (default: the newest) from its newest checkpoint; "
+            "the same as jab resume [RUN].",
+        ),
+    ] = False,
+    run: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="RUN", callback=run_folders, help="With --resume: the run to continue."
+        ),
+    ] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Train a model on a task, showing the learning live."""
+    if resume:
+        if task or config_file or sets or seed is not None or seeds is not None or out:
+            raise JabError(
+                "--resume continues a run with its saved config; only --steps may change"
+            )
+        resume_command(run, steps, no_cache)
+        return
+    if run is not None:
+        raise JabError(f"unexpected argument {str(run)!r}; did you mean --resume {run}?")
+    from jabcli.cli.live import TrainView
+    from jabcli.training import session
+
+    configure_jax(no_cache)
+    from jabcli.model.experiment import resolve
+
+    experiment = resolve(task, config_file, sets, steps, seed, seeds)
+    finish(lambda: session.start(experiment, out, TrainView()))
+
+
+def resume_command(
+    run: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="RUN",
+            callback=run_folders,
+            autocompletion=complete_run,
+            help="Run folder or group of seeds (default: the newest under runs/).",
+        ),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            "--steps",
+            min=1,
+            max=STEPS_MAX,
+            metavar="N",
+            help="Train up to this step (saved in the run).",
+        ),
+    ] = None,
+    no_cache: NoCacheOption = False,
+) -> None:
+    """Continue a run from its newest valid checkpoint, with its saved config."""
+    from jabcli.cli.live import TrainView
+    from jabcli.training import session
+
+    configure_jax(no_cache)
+    finish(lambda: session.resume(run, steps, TrainView()))
+
+
+def finish(training) -> None:
+    """Train, then say how training ended; an interrupted run exits with 128 + the signal."""
+    from jabcli.cli.display import commands, console, say
+    from jabcli.cli.tables import summary
+    from jabcli.training.session import Interrupted
+
+    try:
+        outcome = training()
+    except KeyboardInterrupt as err:  # before Typer turns it into a silent exit
+        interrupted(err.message if isinstance(err, Interrupted) else "")
+    path = shlex.quote(str(outcome.path))  # commands to paste, whatever the folder name
+    one = shlex.quote(str(outcome.runs[0].path))  # show-attention takes one seed
+    if outcome.interrupted_by is not None:
+        say(f"Interrupted at step {outcome.step}; checkpoint saved in {outcome.path}")
+        commands("Resume with:", [f"jab resume {path}"])
+        raise typer.Exit(128 + outcome.interrupted_by)
+    console.print()
+    console.print(summary(outcome))
+    records = [r for r in outcome.runs[0].read_metrics() if "eval_seq_acc" in r]
+    if len(records) >= 2:  # how held-out exact match rose, in a few lines
+        from jabcli.api.plots import Plot
+        from jabcli.cli.pictures import CurvesView
+        from jabcli.inspection.inspection import curve
+
+        console.print(CurvesView(Plot([curve(outcome.path, "eval_seq_acc")]), height=8))
+    if not outcome.reached_target:
+        commands(
+            "Target not reached; to train longer:",
+            [f"jab resume {path} --steps {2 * outcome.step}"],
+        )
+    commands("Next:", [f"jab eval --run {path}", f"jab show-attention --run {one}"])
