@@ -75,6 +75,7 @@ from rich.table import Table
 from jabcli.core.tokenizer import EOS_ID, Tokenizer
 from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
 from jabcli.model.experiment import Experiment, resolve
+from jabcli.tasks import derived
 from jabcli.training.training import Schedule, Trainer, init, update
 
 HERE = Path(__file__).resolve().parent
@@ -274,7 +275,7 @@ def jab_train(
         seconds, (state, _) = timed(lambda state=state: chunk(state, num_steps))
         rates.append(sizes.chunk / seconds)
     steps_per_s = median(rates)
-    src_len, tgt_len = shape["max_len"] + 1, experiment.task.answer_width(shape["max_len"])
+    src_len, tgt_len = derived.widths(experiment.task, shape["max_len"])
     flops_per_s = flops * steps_per_s
     return {
         "packed": experiment.packs,
@@ -896,7 +897,7 @@ def bench_decode_long(sizes: Sizes) -> dict:
 
     def throughput(length: int, rows: int = 16) -> dict:
         src = np.asarray(experiment.sample(jax.random.PRNGKey(length), rows, length, length).src)
-        max_out = experiment.task.answer_width_for(src.shape[1])
+        max_out = derived.answer_width_for(experiment.task, src.shape[1])
         key = jax.random.PRNGKey(0)
         decode_rows(experiment, params, key, src, max_out)  # compiles
         jab_s, _ = timed(lambda: decode_rows(experiment, params, key, src, max_out))
@@ -905,7 +906,9 @@ def bench_decode_long(sizes: Sizes) -> dict:
         torch_s, _ = timed(lambda: tb.greedy_answers_cached(model, torch_src, max_out))
         tokens = rows * max_out
         width = width_for(src.shape[1], src.shape[1])
-        flops = tokens * decode_flops(shape, width, experiment.task.answer_width_for(width))
+        flops = tokens * decode_flops(
+            shape, width, derived.answer_width_for(experiment.task, width)
+        )
         return {
             "jab_tokens_per_s": tokens / jab_s, "torch_tokens_per_s": tokens / torch_s,
             "jab_over_torch": torch_s / jab_s, "jab_flops_per_s": flops / jab_s,

@@ -12,6 +12,7 @@ from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
 from jabcli.model.experiment import resolve
 from jabcli.model.model import build
 from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
+from jabcli.tasks import derived
 
 VOCAB = 20
 
@@ -321,7 +322,7 @@ def test_the_encoder_forms_slots_depend_on_the_input_alone_never_on_the_answers_
     experiment = resolve("stack_manipulation", sets=ENCODER_FORM)
     rows = training_rows(experiment, jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     tokens = np.sum(np.asarray(rows.src) != PAD_ID, axis=1)
-    width = np.asarray(experiment.task.answer_width(tokens - 1))
+    width = np.asarray(derived.answer_width(experiment.task, tokens - 1))
     np.testing.assert_array_equal(keys_read(experiment, rows.src, rows.tgt_in), tokens + width)
     answers = np.sum(np.asarray(rows.tgt_out) != PAD_ID, axis=1)
     assert len(np.unique(answers - width)) > 1  # the answers' own lengths vary

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jabcli.model.experiment import resolve
+from jabcli.tasks import derived, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows
 from jabcli.training.training import cross_entropy, init, rows_logits, training_rows
@@ -40,10 +41,11 @@ def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, en
 
     def rows() -> tuple[Rows, Rows]:  # jitted as in a training step: one program, not 150
         lengths = packing.paired_lengths(jax.random.PRNGKey(1), 4, t.min_len, t.max_len)
-        batch = experiment.task.sample_lengths(jax.random.PRNGKey(2), lengths, t.max_len)
+        batch = sampling.sample_lengths(experiment.task, jax.random.PRNGKey(2), lengths, t.max_len)
         positions = experiment.positions(jax.random.PRNGKey(3), batch.src, batch.tgt_in.shape[1])
         alone = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
-        return alone, packing.pack(alone, *experiment.task.packed_widths(t.min_len, t.max_len))
+        widths = derived.packed_widths(experiment.task, t.min_len, t.max_len)
+        return alone, packing.pack(alone, *widths)
 
     alone, packed = jax.jit(rows)()
     assert packed.src.shape[0] == 4 and alone.src.shape[0] == 8

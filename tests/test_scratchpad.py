@@ -7,6 +7,7 @@ import pytest
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.model.positions import SCHEMES
+from jabcli.tasks import derived, sampling
 from jabcli.tasks.registry import TASKS
 
 SCRATCHPAD = TASKS["modular_arithmetic"](scratchpad=True)
@@ -45,7 +46,7 @@ def test_the_regular_tasks_show_where_they_stand_after_each_symbol(name, text, a
                                   "modular_arithmetic", "missing_duplicate"])  # fmt: skip
 def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name):
     task, tok = TASKS[name](scratchpad=True), Tokenizer()
-    batch = task.sample(jax.random.PRNGKey(3), 400, task.min_length, 41)
+    batch = sampling.sample(task, jax.random.PRNGKey(3), 400, task.min_length, 41)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
     assert lengths.max() == 41 and tgt_out.shape[1] == 41 + 2  # working, class, <eos>
@@ -54,8 +55,8 @@ def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(nam
 
 
 def test_coupled_positions_put_each_working_symbol_under_its_input_symbol():
-    batch = SCRATCHPAD.sample_lengths(jax.random.PRNGKey(0), np.asarray([3, 5]), 5)
-    source, answer = map(np.asarray, SCRATCHPAD.alignment(batch.src, 7))
+    batch = sampling.sample_lengths(SCRATCHPAD, jax.random.PRNGKey(0), np.asarray([3, 5]), 5)
+    source, answer = map(np.asarray, derived.alignment(SCRATCHPAD, batch.src, 7))
     unaligned = -2
     assert source.tolist() == [[0, 1, 2, unaligned, unaligned, unaligned],
                                [0, 1, 2, 3, 4, unaligned]]  # fmt: skip

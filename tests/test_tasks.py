@@ -1,6 +1,7 @@
 import json
 import re
 from collections import Counter
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -11,8 +12,10 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
 from jabcli.inspection.inspection import Loaded, default_lengths
 from jabcli.model.experiment import resolve
+from jabcli.tasks import derived, sampling
+from jabcli.tasks.contract import Task
+from jabcli.tasks.hinted import Hinted, draw_hints
 from jabcli.tasks.registry import TASKS
-from jabcli.tasks.tasks import Hinted, draw_hints
 
 # Every built-in task, and each option that changes its answers.
 VARIANTS = [(name, {}) for name in TASKS] + [
@@ -36,7 +39,7 @@ def configured(name, options):
 def test_sampled_targets_match_the_reference_solver(name, options):
     task, tok = configured(name, options), Tokenizer()
     symbols = np.asarray(tok.ids(task.alphabet), np.int32)
-    batch = task.sample(jax.random.PRNGKey(0), 256, task.min_length, 13)
+    batch = sampling.sample(task, jax.random.PRNGKey(0), 256, task.min_length, 13)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)
     assert lengths.min() == task.min_length and lengths.max() == 13
@@ -60,7 +63,8 @@ LOOPING = ["addition", "binary_addition", "binary_multiplication", "compute_sqrt
 def test_sampled_targets_match_the_reference_solver_at_the_longest_test_lengths(name):
     """Carries, stacks and brackets are loops along the row: the paper tests to 500."""
     task, tok = TASKS[name](), Tokenizer()
-    sample = jax.jit(task.sample_lengths, static_argnums=2)  # as training and eval draw
+    # jitted, as training and evaluation draw
+    sample = jax.jit(partial(sampling.sample_lengths, task), static_argnums=2)
     batch = sample(jax.random.PRNGKey(3), jnp.arange(485, 501), 500)
     for s, o in zip(np.asarray(batch.src), np.asarray(batch.tgt_out)):
         text = tok.decode(s)
@@ -122,7 +126,7 @@ def test_brackets_draw_products_as_often_as_sums_with_mult_and_never_without(mul
     """At length 5, (d?d) holds one operator, drawn among + - * alike with task.mult (the
     paper's experiments: about a third of such inputs hold *)."""
     task, tok = configured("modular_arithmetic_brackets", {"mult": mult}), Tokenizer()
-    sample = jax.jit(task.sample_lengths, static_argnums=2)
+    sample = jax.jit(partial(sampling.sample_lengths, task), static_argnums=2)
     batch = sample(jax.random.PRNGKey(6), jnp.full(600, 5), 5)
     texts = [tok.decode(row) for row in np.asarray(batch.src)]
     share = sum("*" in text for text in texts) / len(texts)
@@ -191,7 +195,7 @@ def test_inputs_a_task_has_no_answer_for_are_refused_with_what_it_takes(name, te
 
 def test_addition_numbers_have_no_leading_zeros():
     task, tok = TASKS["addition"](), Tokenizer()
-    sample = jax.jit(task.sample, static_argnums=(1, 2, 3))
+    sample = jax.jit(partial(sampling.sample, task), static_argnums=(1, 2, 3))
     src = np.asarray(sample(jax.random.PRNGKey(2), 512, 3, 9).src)
     for row in src:
         for number in tok.decode(row).split("+"):
@@ -216,9 +220,9 @@ ALIGNED = [
 @pytest.mark.parametrize("name, options", ALIGNED, ids=lambda v: str(v) if v else "")
 def test_each_answer_symbol_is_the_input_symbol_its_alignment_names(name, options):
     task, tok = configured(name, options), Tokenizer()
-    batch = task.sample(jax.random.PRNGKey(1), 256, 1, 12)
+    batch = sampling.sample(task, jax.random.PRNGKey(1), 256, 1, 12)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, o, source_index, answer_index in zip(src, tgt_out, source, answer):
         text = tok.decode(s)
         expected = task.solve(text)
@@ -234,9 +238,9 @@ def test_each_answer_symbol_is_the_input_symbol_its_alignment_names(name, option
 @pytest.mark.parametrize("reverse_answer", [True, False])
 def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
     task, tok = configured("addition", {"reverse_answer": reverse_answer}), Tokenizer()
-    batch = task.sample(jax.random.PRNGKey(4), 256, 3, 14)
+    batch = sampling.sample(task, jax.random.PRNGKey(4), 256, 3, 14)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, source_index, answer_index in zip(src, source, answer):
         text = tok.decode(s)
         a, _, b = text.partition("+")
@@ -260,9 +264,9 @@ def test_addition_aligns_digits_of_the_same_significance(reverse_answer):
 
 def test_binary_addition_aligns_bits_of_the_same_significance():
     task, tok = TASKS["binary_addition"](), Tokenizer()
-    batch = task.sample(jax.random.PRNGKey(4), 256, 3, 14)
+    batch = sampling.sample(task, jax.random.PRNGKey(4), 256, 3, 14)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
-    source, answer = map(np.asarray, task.alignment(batch.src, tgt_out.shape[1]))
+    source, answer = map(np.asarray, derived.alignment(task, batch.src, tgt_out.shape[1]))
     for s, source_index, answer_index in zip(src, source, answer):
         text = tok.decode(s)
         a, _, b = text.partition("+")
@@ -278,7 +282,7 @@ def test_binary_addition_aligns_bits_of_the_same_significance():
 
 
 def test_only_tasks_whose_answers_are_input_symbols_or_digits_declare_an_alignment():
-    aligned = {name for name, cls in TASKS.items() if cls().aligned}
+    aligned = {name for name, cls in TASKS.items() if derived.aligned(cls())}
     assert aligned == {
         "copy", "reverse", "duplicate", "shift", "odds_first", "addition", "binary_addition"
     }  # fmt: skip
@@ -288,7 +292,7 @@ def test_only_tasks_whose_answers_are_input_symbols_or_digits_declare_an_alignme
 def test_index_hints_number_the_input_and_each_answer_symbol_follows_its_own_hint(name, options):
     tok = Tokenizer.with_hints()
     task = Hinted(task=TASKS[name](tokenizer=tok, **options))
-    batch = task.sample(jax.random.PRNGKey(3), 256, 1, 12)
+    batch = sampling.sample(task, jax.random.PRNGKey(3), 256, 1, 12)
     src, tgt_in, tgt_out = map(np.asarray, batch)
     assert tgt_out.shape[1] == 2 * task.output_length(12) + 1
     for s, i, o in zip(src, tgt_in, tgt_out):
@@ -315,7 +319,7 @@ def test_short_inputs_draw_every_index_hint_far_apart_and_side_by_side():
 
 
 def test_index_hints_only_exist_for_tasks_that_move_input_symbols():
-    hintable = {name for name, cls in TASKS.items() if cls().hintable}
+    hintable = {name for name, cls in TASKS.items() if derived.hintable(cls())}
     assert hintable == {"copy", "reverse", "duplicate", "shift", "odds_first"}
 
 
@@ -329,33 +333,6 @@ def test_eval_and_compare_by_default_stop_at_the_longest_input_hints_can_number(
         1,
         HINTS,
     )
-
-
-def test_a_task_added_to_the_registry_without_a_preset_trains_completes_and_is_listed(
-    monkeypatch, capsys, tmp_path
-):
-    from jabrun import TINY_SETS
-
-    from jabcli.cli import cli, options
-    from jabcli.tasks import registry, tasks
-    from jabcli.training import session
-
-    class Echo(tasks.Copy):
-        name = "echo"
-        description = "Say it again: 31 -> 31"
-
-    monkeypatch.setitem(registry.TASKS, "echo", Echo)
-    experiment = resolve("echo", sets=TINY_SETS, steps=2)  # the tiny copy run's programs
-    assert isinstance(experiment.task, Echo) and experiment.config.task.name == "echo"
-    outcome = session.start(experiment, tmp_path / "run")
-    assert outcome.step == 2 and (tmp_path / "run/checkpoints/manifest.json").exists()
-    assert options.complete_task("ec") == ["echo"]
-    assert set(options.complete_task("")) == {*registry.TASKS, "file:"}
-    with pytest.raises(SystemExit) as done:
-        cli.main(["tasks", "--json"])
-    assert done.value.code == 0
-    listed = json.loads(capsys.readouterr().out)
-    assert [row["name"] for row in listed] == list(registry.TASKS)
 
 
 def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
@@ -439,8 +416,43 @@ def test_an_empty_answer_shows_as_empty_not_as_a_missing_reference():
 def test_binary_numbers_are_drawn_uniformly_among_those_that_are_not_zero():
     """As the paper draws them (randint(1, 2**n - 1)): every 3-bit number but 0 alike."""
     task, tok = TASKS["compute_sqrt"](), Tokenizer()
-    sample = jax.jit(task.sample_lengths, static_argnums=2)
+    sample = jax.jit(partial(sampling.sample_lengths, task), static_argnums=2)
     src = np.asarray(sample(jax.random.PRNGKey(5), jnp.full(7000, 3), 3).src)
     counts = Counter(tok.decode(row) for row in src)
     assert sorted(counts) == [f"{n:03b}" for n in range(1, 8)]
     assert all(abs(count / 7000 - 1 / 7) < 0.02 for count in counts.values()), counts
+
+
+class Last(Task):
+    """A task as a user adds one: a class on the contract (name, description, solve,
+    targets) and an entry in the registry; its answer is shorter than its input."""
+
+    name = "last"
+    description = "The last symbol: 3141 -> 1"
+
+    def solve(self, text):
+        return text[-1]
+
+    def targets(self, tokens, lengths):
+        return jnp.take_along_axis(tokens, lengths[:, None] - 1, axis=1), jnp.ones_like(lengths)
+
+
+def test_a_task_of_one_small_class_and_a_registry_entry_trains_evaluates_predicts_and_is_listed(
+    monkeypatch, tmp_path
+):
+    from jabrun import TINY_SETS, jab_here
+
+    from jabcli.cli import options
+
+    monkeypatch.setitem(TASKS, Last.name, Last)  # its registry entry, for this test alone
+    sets = [arg for value in TINY_SETS for arg in ("--set", value)]
+    jab_here("train", "--task", "last", *sets, "--steps", "20", "--out", "runs/last", cwd=tmp_path)
+    args = ["--run", "runs/last", "--lengths", "1-5", "--samples", "20"]
+    evaluated = json.loads(jab_here("eval", *args, "--json", cwd=tmp_path).stdout)
+    assert evaluated["step"] == 20 and set(evaluated["per_length"]) == {"1", "2", "3", "4", "5"}
+    predicted = jab_here("predict", "3120", "--run", "runs/last", cwd=tmp_path).stdout
+    assert re.search(r"3120\s+\S+\s+0\s+[✓✗]", predicted)  # the reference is its `solve`
+    listed = json.loads(jab_here("tasks", "--json", cwd=tmp_path).stdout)
+    assert [row["name"] for row in listed] == list(TASKS)  # no preset needed
+    assert listed[-1]["description"] == Last.description and not listed[-1]["aligned"]
+    assert options.complete_task("la") == ["last"]

@@ -39,6 +39,7 @@ def tasks_command(
     from jabcli.cli.display import commands, console
     from jabcli.cli.tables import task_table
     from jabcli.core.config import TaskConfig, preset
+    from jabcli.tasks.derived import aligned
     from jabcli.tasks.registry import TASKS
 
     rows = []
@@ -51,7 +52,7 @@ def tasks_command(
                 "alphabet": defaults["alphabet"] or task().alphabet,
                 "min_len": defaults["min_len"],
                 "max_len": defaults["max_len"],
-                "aligned": task().aligned,
+                "aligned": aligned(task()),
                 "level": task.level or None,  # regular, DCF or CS; None: jab's own
             }
         )

@@ -17,7 +17,8 @@ from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
 from jabcli.model.experiment import Experiment
-from jabcli.tasks.tasks import Batch
+from jabcli.tasks import sampling
+from jabcli.tasks.batch import Batch
 
 
 @dataclass(frozen=True)
@@ -123,16 +124,16 @@ def draw_held_out(
     *,
     each_length: bool = False,
 ) -> Batch:
-    """`task.held_out_batch`: for a generated task, one compiled program rather than
+    """`sampling.held_out_batch`: for a generated task, one compiled program rather than
     dozens of small ones op by op; a file task chooses its rows on the host."""
     if not experiment.task.generated:
-        return experiment.task.held_out_batch(key, samples, min_len, max_len, each_length)
+        return sampling.held_out_batch(experiment.task, key, samples, min_len, max_len, each_length)
     return _draw_held_out(experiment, key, samples, min_len, max_len, each_length=each_length)
 
 
 @partial(jax.jit, static_argnums=(0, 2, 3, 4), static_argnames=("each_length",))
 def _draw_held_out(experiment, key, samples, min_len, max_len, *, each_length):
-    return experiment.task.held_out_batch(key, samples, min_len, max_len, each_length)
+    return sampling.held_out_batch(experiment.task, key, samples, min_len, max_len, each_length)
 
 
 def check_evaluation_memory(
@@ -146,14 +147,15 @@ def check_evaluation_memory(
     examples would not fit in memory (`option` sets `rows`), or whose longest input
     (set by `longest`) cannot be decoded even alone."""
     max_len = experiment.config.task.max_len if max_len is None else max_len
-    task = experiment.task
-    width = layout.source_width(task, max_len) + 2 * task.answer_width(max_len)
+    source = layout.source_width(experiment.task, max_len)
+    answer = layout.answer_width(experiment.task, source)
+    width = source + 2 * answer
     # Sampling holds a few int32 copies of the batch on the device; scoring keeps each
     # example as text on the host, a few hundred bytes apiece.
-    per_row = 4 * 4 * width + 4 * task.answer_width(max_len) + 400 + 8 * width
+    per_row = 4 * 4 * width + 4 * answer + 400 + 8 * width
     memory.check(rows * per_row, f"evaluating {rows} held-out inputs", option)
     # Decoding takes a chunk of rows at a time: the longest inputs at least one row.
-    need = decode_bytes(experiment, layout.source_width(task, max_len), task.answer_width(max_len))
+    need = decode_bytes(experiment, source, answer)
     memory.check(need, f"decoding an input of {max_len} symbols", f"the longest length ({longest})")
 
 

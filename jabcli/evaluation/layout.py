@@ -1,7 +1,7 @@
 """Where things sit in the rows evaluation reads and writes, asked of the task in one
 place: a source row is its tokens, then <eos>, then <pad>; an answer row is its tokens,
 then <eos>, then <pad>, in as many decoder slots as the task's longest answer to that
-source takes (`Task.answer_width`). Held-out scoring, decoding and the inspecting
+source takes (jabcli/tasks/derived.py). Held-out scoring, decoding and the inspecting
 commands (predict, show-attention) build and read rows through these functions alone."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from jabcli.tasks import derived
 
 
 def source_rows(rows: list[list[int]]) -> np.ndarray:
@@ -23,18 +24,18 @@ def source_rows(rows: list[list[int]]) -> np.ndarray:
 
 def source_width(task, max_len: int) -> int:
     """The tokens of a source row of `max_len` symbols, its <eos> included."""
-    return task.source_tokens(max_len) + 1
+    return derived.widths(task, max_len)[0]
 
 
 def answer_width(task, src_width: int) -> int:
     """Decoder slots for a batch of source rows `src_width` tokens wide."""
-    return task.answer_width_for(src_width)
+    return derived.answer_width_for(task, src_width)
 
 
 def answer_limits(task, src: jnp.ndarray) -> jnp.ndarray:
     """[B] each source row's own decoder slots: no answer is longer than the task allows
     for its source."""
-    return task.answer_width(task.symbols_in(jnp.sum(src != PAD_ID, axis=1) - 1))
+    return derived.answer_slots(task, src)
 
 
 def empty_rows(src: jnp.ndarray) -> jnp.ndarray:

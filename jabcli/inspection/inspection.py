@@ -20,6 +20,7 @@ from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evalua
 from jabcli.model.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
+from jabcli.tasks import derived
 from jabcli.training import checkpoints
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
@@ -216,7 +217,7 @@ def encode_inputs(loaded: Loaded, texts: list[str]) -> np.ndarray:
     import jax
 
     key = jax.random.fold_in(jax.random.PRNGKey(DECODE_KEY), 1)  # not the positions' key
-    return layout.source_rows(experiment.task.model_sources(rows, key))
+    return layout.source_rows(derived.model_sources(experiment.task, rows, key))
 
 
 def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:

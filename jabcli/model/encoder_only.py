@@ -2,7 +2,7 @@
 symbol at once (`model.arch=encoder`).
 
 One sequence per example: the source's tokens (its symbols and <eos>), then one empty
-slot per answer token the task allows for that source (`Task.answer_width`: the longest
+slot per answer token the task allows for that source (`derived.answer_slots`: the longest
 answer and its <eos>), then padding. The encoder's output at slot j predicts the answer's
 token j: its symbols, then <eos>, then nothing the loss counts. Nothing is fed back, so
 an answer is one pass (`decode.one_pass_decode`): the likeliest token of every slot, cut
@@ -35,7 +35,8 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, PAD_ID
 from jabcli.model.model import Attention, ModelFns, Transformer
 from jabcli.model.positions import PositionalScheme, counting
-from jabcli.tasks.tasks import Task
+from jabcli.tasks import derived
+from jabcli.tasks.contract import Task
 
 SLOT_ID = BOS_ID  # an empty answer slot
 
@@ -43,7 +44,7 @@ SLOT_ID = BOS_ID  # an empty answer slot
 def answer_slots(task: Task, src: jax.Array, width: int) -> jax.Array:
     """[B] the empty slots each source of src [B, S] gets: one per token of the longest
     answer the task allows for it, <eos> included; at most `width`."""
-    return jnp.minimum(task.answer_width(task.symbol_counts(src)), width)
+    return jnp.minimum(derived.answer_slots(task, src), width)
 
 
 def slotted(

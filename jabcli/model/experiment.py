@@ -25,9 +25,12 @@ from jabcli.core.tokenizer import HINTS, Tokenizer
 from jabcli.model import encoder_only
 from jabcli.model.model import ModelFns, build
 from jabcli.model.positions import PositionalScheme, get_scheme
+from jabcli.tasks import derived, sampling
+from jabcli.tasks.batch import Batch
+from jabcli.tasks.contract import Task
 from jabcli.tasks.datafile import DataFile, FileTask
+from jabcli.tasks.hinted import Hinted
 from jabcli.tasks.registry import TASKS, task_class
-from jabcli.tasks.tasks import Batch, Hinted, Task
 
 DATA_SUFFIXES = (".tsv", ".jsonl")
 
@@ -80,7 +83,8 @@ class Experiment:
             raise JabError(
                 f"task {t.name} needs task.min_len >= {task.min_length}, got {t.min_len}"
             )
-        task.check_lengths(t.min_len, t.max_len)
+        if isinstance(task, FileTask):
+            task.check_lengths(t.min_len, t.max_len)
         src_scheme, tgt_scheme = schemes(config, task)
         config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
         model = build_model(m, src_scheme, tgt_scheme, len(tokenizer), task)
@@ -102,11 +106,10 @@ class Experiment:
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
-        task = self.task
+        source, answer = derived.widths(self.task, max_len)
         if self.one_pass:  # one sequence: the source, its <eos>, then the answer's slots
-            needed = task.source_tokens(max_len) + 1 + task.answer_width(max_len)
-            return self.src_scheme.positions_needed(int(needed))
-        needed = task.positions_needed(max_len)
+            return self.src_scheme.positions_needed(source + answer)
+        needed = max(source, answer)
         return max(scheme.positions_needed(needed) for scheme in (self.src_scheme, self.tgt_scheme))
 
     def longest_input(self) -> int:
@@ -114,11 +117,11 @@ class Experiment:
         index hints, the hints) allow."""
         limit = self.config.model.max_positions
         longest = next(n for n in range(limit, 0, -1) if self.positions_needed(n) <= limit)
-        return min(longest, HINTS) if self.task.index_hints else longest
+        return min(longest, HINTS) if self.config.task.index_hints else longest
 
     def check_length(self, max_len: int, what: str) -> None:
         """Sources of up to `max_len` symbols must fit in the model's positions."""
-        if self.task.index_hints and max_len > HINTS:
+        if self.config.task.index_hints and max_len > HINTS:
             raise JabError(
                 f"{what} is longer than the {HINTS} symbols that task.index_hints can number"
             )
@@ -138,7 +141,8 @@ class Experiment:
         max_len: int | None = None,
     ) -> Batch:
         t = self.config.task
-        return self.task.sample(
+        return sampling.sample(
+            self.task,
             key,
             batch_size,
             t.min_len if min_len is None else min_len,
@@ -191,8 +195,8 @@ def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalSch
 
 def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
     """Index hints need a task whose answer symbols are input symbols, and hint tokens."""
-    if not task.hintable:
-        hintable = [other for other, cls in TASKS.items() if cls(tokenizer=tokenizer).hintable]
+    if not derived.hintable(task):
+        hintable = [n for n, cls in TASKS.items() if derived.hintable(cls(tokenizer=tokenizer))]
         raise JabError(
             f"task.index_hints needs a task whose answer symbols are its input's symbols "
             f"({', '.join(hintable)}); {name} is not one"

@@ -80,9 +80,11 @@ import numpy as np
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
+from jabcli.tasks import derived
+from jabcli.tasks.hinted import Hinted
 
 if TYPE_CHECKING:
-    from jabcli.tasks.tasks import Task
+    from jabcli.tasks.contract import Task
 
 
 class PositionalScheme:
@@ -149,9 +151,9 @@ class PositionalScheme:
                 f"model.max_positions = {max_positions}"
             )
         src_counts = jnp.sum(src != PAD_ID, axis=1)
-        tgt_counts = jnp.minimum(task.answer_width(task.symbol_counts(src)), max_positions)
+        tgt_counts = jnp.minimum(derived.answer_slots(task, src), max_positions)
         # Wide enough for every row's whole draw, which is then cut to tgt_len.
-        wide = min(max(tgt_len, task.answer_width_for(src.shape[1])), max_positions)
+        wide = min(max(tgt_len, derived.answer_width_for(task, src.shape[1])), max_positions)
         src_key, tgt_key = jax.random.split(key)
         return (
             source_scheme.draw(src_key, src_counts, src.shape[1], max_positions),
@@ -293,15 +295,19 @@ class Coupled(Distance):
                 f"coupled positions couple the two sides: set model.pos_encoding={self.name}, "
                 "not one side's encoding"
             )
-        if task.index_hints:
+        if isinstance(task, Hinted):
             raise JabError(
                 "task.index_hints and coupled positions cannot be combined: coupling gives "
                 "the model the alignment that hints make it find"
             )
-        if not task.aligned:
+        if not derived.aligned(task):
             from jabcli.tasks.registry import TASKS
 
-            aligned = [name for name, cls in TASKS.items() if cls(tokenizer=task.tokenizer).aligned]
+            aligned = [
+                name
+                for name, cls in TASKS.items()
+                if derived.aligned(cls(tokenizer=task.tokenizer))
+            ]
             worked = [name for name, cls in TASKS.items() if "scratchpad" in cls.options()]
             raise JabError(
                 f"task {task.label} does not say which input symbol each answer symbol reads, "
@@ -311,13 +317,13 @@ class Coupled(Distance):
 
     def pair_positions(self, key, source_scheme, task, src, tgt_len, max_positions):
         """Both sides from the task's alignment, known from the source alone."""
-        source, answer = task.alignment(src, tgt_len)
+        source, answer = derived.alignment(task, src, tgt_len)
         return self.couple(key, source, answer, max_positions)
 
     def couple(
         self, key: jax.Array, source: jax.Array, answer: jax.Array, max_positions: int
     ) -> tuple[jax.Array, jax.Array]:
-        """Alignment indices ([B, S], [B, T]; see Task.alignment) -> positions: 0 where
+        """Alignment indices ([B, S], [B, T]; see derived.alignment) -> positions: 0 where
         unaligned, else first + s + index, with s (`start`) half of the room
         max_positions leaves: far enough from 0 that no data position attends to <eos>
         or a separator. `key` draws s where a subclass draws it."""

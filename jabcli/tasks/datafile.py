@@ -22,7 +22,9 @@ import numpy as np
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID, Tokenizer, clean
-from jabcli.tasks.tasks import Batch, Task, assemble
+from jabcli.tasks import derived
+from jabcli.tasks.batch import Batch, assemble
+from jabcli.tasks.contract import Task
 
 SPLIT_SEED = 0
 COMMENT = "# "  # a line starting with it is skipped, in either format
@@ -168,7 +170,7 @@ class FileTask(Task):
             jnp.asarray(self.input_lengths)[rows],
             jnp.asarray(pad_to(self.outputs, tgt_len))[rows],
             jnp.asarray(self.output_lengths)[rows],
-            self.answer_width(max_len),
+            derived.answer_width(self, max_len),
         )
 
 

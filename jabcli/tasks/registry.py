@@ -1,32 +1,23 @@
 """The registry of built-in tasks: `jab train --task NAME` looks NAME up here, and
-`jab tasks`, shell completion and every error naming the tasks list this one dict."""
+`jab tasks`, shell completion and every error naming the tasks list this one dict. A new
+task is a class on the contract (contract.py) and one entry here."""
 
 from __future__ import annotations
 
 from jabcli.core.errors import JabError, suggest
-from jabcli.tasks.arithmetic import (
-    Addition,
-    BinaryAddition,
-    BinaryMultiplication,
-    ComputeSqrt,
-    ModularArithmetic,
-    ModularArithmeticBrackets,
-    SolveEquation,
-)
-from jabcli.tasks.tasks import (
+from jabcli.tasks.arithmetic import Addition, BinaryAddition, BinaryMultiplication, ComputeSqrt
+from jabcli.tasks.classification import CycleNavigation, EvenPairs, MissingDuplicate, ParityCheck
+from jabcli.tasks.contract import Task
+from jabcli.tasks.modular import ModularArithmetic, ModularArithmeticBrackets, SolveEquation
+from jabcli.tasks.strings import (
     BucketSort,
     Copy,
-    CycleNavigation,
     Duplicate,
-    EvenPairs,
-    MissingDuplicate,
     OddsFirst,
-    ParityCheck,
     Reverse,
     Shift,
     Sort,
     StackManipulation,
-    Task,
 )
 
 TASKS: dict[str, type[Task]] = {

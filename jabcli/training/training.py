@@ -30,6 +30,7 @@ from jabcli.core.tokenizer import PAD_ID
 from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
 from jabcli.model.experiment import Experiment, build_model
 from jabcli.model.positions import shapes_only
+from jabcli.tasks import derived, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows
 
@@ -214,13 +215,13 @@ def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: 
     if experiment.packs:
         length_key, symbol_key = jax.random.split(sample_key)
         lengths = packing.paired_lengths(length_key, tr.batch_size // 2, t.min_len, t.max_len)
-        batch = experiment.task.sample_lengths(symbol_key, lengths, t.max_len)
+        batch = sampling.sample_lengths(experiment.task, symbol_key, lengths, t.max_len)
     else:
         batch = experiment.sample(sample_key, tr.batch_size)
     positions = experiment.positions(positions_key, batch.src, batch.tgt_in.shape[1])
     rows = Rows(batch.src, batch.tgt_in, batch.tgt_out, *positions)
     if experiment.packs:
-        rows = packing.pack(rows, *experiment.task.packed_widths(t.min_len, t.max_len))
+        rows = packing.pack(rows, *derived.packed_widths(experiment.task, t.min_len, t.max_len))
     return rows
 
 
