@@ -234,13 +234,15 @@ def train_experiment(
 
 
 def matmul_peak(size: int, repeats: int) -> dict:
-    """FLOP/s of a float32 [size, size] @ [size, size] jnp.dot, median of `repeats`."""
+    """FLOP/s of a float32 [size, size] @ [size, size] jnp.dot, the fastest of `repeats`."""
     a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
     b = jax.random.normal(jax.random.PRNGKey(1), (size, size), jnp.float32)
     dot = jax.jit(jnp.dot)
     timed(lambda: dot(a, b))
     seconds = [timed(lambda: dot(a, b))[0] for _ in range(repeats)]
-    return {"size": size, "seconds_all": seconds, "flops_per_s": 2 * size**3 / median(seconds)}
+    # The fastest: a peak is the best the machine does (on a shared machine the median
+    # of 7 varied from 93 to 174 GFLOP/s between runs).
+    return {"size": size, "seconds_all": seconds, "flops_per_s": 2 * size**3 / min(seconds)}
 
 
 def step_flops(experiment: Experiment, state) -> float:
