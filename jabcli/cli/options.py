@@ -77,6 +77,15 @@ NoCacheOption = Annotated[
         help="Do not use the persistent compilation cache (nor the model shapes kept beside it).",
     ),
 ]
+PlotSaveOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="FILE.svg|FILE.png|FILE.html",
+        help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
+        "'jab\\[plots]'), .html as the terminal draws it.",
+    ),
+]
 StepsOption = Annotated[
     int | None,
     typer.Option(

@@ -14,6 +14,7 @@ from jabcli.cli.options import (
     PLOT_FILES,
     CheckpointOption,
     NoCacheOption,
+    PlotSaveOption,
     RunOption,
     RunsArgument,
     check_save,
@@ -105,15 +106,7 @@ def curves(
             "(held-out), lr or grad_norm.",
         ),
     ] = "loss",
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE.svg|FILE.png|FILE.html",
-            help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
-            "'jab\\[plots]'), .html as the terminal draws it.",
-        ),
-    ] = None,
+    save: PlotSaveOption = None,
 ) -> None:
     """Draw how a metric moved during training, for one or several runs."""
     from jabcli.api import api

@@ -17,6 +17,7 @@ from jabcli.cli.options import (
     PLOT_FILES,
     JsonOption,
     NoCacheOption,
+    PlotSaveOption,
     check_save,
     configure_jax,
     save_plot,
@@ -133,15 +134,7 @@ def study_show_command(
             "Delétang et al. 2023; for studies measured with evaluate.force_length).",
         ),
     ] = "seq_acc",
-    save: Annotated[
-        Path | None,
-        typer.Option(
-            "--save",
-            metavar="FILE.svg|FILE.png|FILE.html",
-            help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
-            "'jab\\[plots]'), .html as the terminal draws it.",
-        ),
-    ] = None,
+    save: PlotSaveOption = None,
     bins: Annotated[
         str | None,
         typer.Option(
