@@ -175,6 +175,7 @@ class Run:
     def evaluate(
         self,
         lengths: tuple[int | None, int | None] | None = None,
+        *,
         samples: int | None = None,
         each_length: bool | None = None,
         checkpoint: str = "latest",
@@ -200,7 +201,7 @@ class Run:
         return Result(inspection.evaluate_runs(path, loaded, held_out, seed=seed))
 
     def predict(
-        self, texts: str | list[str], checkpoint: str = "latest", skip_bad: bool = False
+        self, texts: str | list[str], *, checkpoint: str = "latest", skip_bad: bool = False
     ) -> Predictions:
         """Answers to `texts` (one input, or a list), each marked against the task's
         reference, as `jab predict`. An input the run cannot take raises `JabError`; with

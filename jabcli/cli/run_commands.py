@@ -143,7 +143,12 @@ def eval_command(
     passes = len(open_runs(one.path)[1]) * (2 if force_length else 1)
     with decoding(passes):
         result = one.evaluate(
-            (min_len, max_len), samples, each_length, checkpoint, seed, force_length
+            (min_len, max_len),
+            samples=samples,
+            each_length=each_length,
+            checkpoint=checkpoint,
+            seed=seed,
+            force_length=force_length,
         )
     if as_json:
         print(json.dumps(with_mistakes(result)))
@@ -245,7 +250,9 @@ def predict(
     if not given:  # (where an input came from, for its error; the input)
         raise JabError("- reads inputs from stdin, one per line, but there were none")
     configure_jax(no_cache)
-    answered = chosen_run(run).predict([text for _, text in given], checkpoint, skip_bad=True)
+    answered = chosen_run(run).predict(
+        [text for _, text in given], checkpoint=checkpoint, skip_bad=True
+    )
     if answered:
         console.print(predictions(answered))
     for i, error in answered.skipped.items():  # after the table, where a reader sees them
