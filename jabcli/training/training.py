@@ -328,10 +328,6 @@ class Trained:
     at_target: list[bool]
 
     @property
-    def seeds_at_target(self) -> int:
-        return sum(self.at_target)
-
-    @property
     def reached_target(self) -> bool:
         """Every seed reached the target (the Trainer's reason to stop early)."""
         return bool(self.at_target) and all(self.at_target)
