@@ -60,7 +60,7 @@ class ModelConfig:
     src_pos_encoding: str = ""  # the encoder's ("" means pos_encoding)
     tgt_pos_encoding: str = ""  # the decoder's ("" means pos_encoding)
     max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
-    arch: str = "encoder_decoder"  # or "encoder": the paper's encoder alone (encoder_only.py)
+    arch: str = "encoder_decoder"  # the model form (model/registry.py: FORMS)
 
     @property
     def positions(self) -> str:
@@ -101,7 +101,6 @@ class Config:
 
 SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
 CHOICES = {
-    "model.arch": ("encoder_decoder", "encoder"),
     "model.norm": ("post", "pre"),
     "model.activation": ("relu", "gelu"),
 }

@@ -38,7 +38,7 @@ import numpy as np
 
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation import layout
-from jabcli.model.model import ModelFns
+from jabcli.model.contract import ModelFns
 
 
 def _finish(tokens: jax.Array) -> jax.Array:
@@ -216,20 +216,8 @@ def width_for(tokens: int, widest: int) -> int:
 
 def decode_bytes(experiment, src_width: int, max_out: int) -> int:
     """About what decoding one source row `src_width` wide to `max_out` tokens holds at
-    its peak: the encoder's attention scores and activations (one layer at a time),
-    every layer's cached keys and values of both sides, and the loop's copies of them;
-    for the encoder form, one pass over the source and its answer slots."""
-    m = experiment.config.model
-    s, t = src_width, max_out
-
-    def encoder_pass(n: int) -> int:  # one layer's scores and activations over n tokens
-        return 2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff)
-
-    if experiment.one_pass:
-        return 4 * encoder_pass(s + t)
-    encoder = encoder_pass(s)
-    cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
-    return 4 * (encoder + 2 * cache)
+    its peak, as the model form counts it (`Form.decode_bytes`)."""
+    return experiment.form.decode_bytes(experiment.config.model, src_width, max_out)
 
 
 def rows_for(experiment, src_width: int, max_out: int, budget: int = BUDGET) -> int:

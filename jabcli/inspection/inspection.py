@@ -292,13 +292,16 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     from jabcli.evaluation.decode import attention_weights
 
     experiment = loaded.experiment
-    kind = kind or ("encoder" if experiment.one_pass else "cross")
+    form = experiment.form
+    if not form.attention:
+        raise JabError(f"a model.arch={form.name} run has no attention to draw")
+    kind = kind or form.attention[0]
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
-    if experiment.one_pass and kind != "encoder":
+    if kind not in form.attention:
         raise JabError(
-            f"a model.arch=encoder run has no {kind} attention: its one attention is its "
-            "encoder's, over the input and the answer's slots (--kind encoder)"
+            f"a model.arch={form.name} run has no {kind} attention: it has "
+            f"{', '.join(form.attention)} (--kind {form.attention[0]})"
         )
     text = clean(text) if text is not None else random_input(loaded)
     src = encode_inputs(loaded, [text])

@@ -33,7 +33,8 @@ import jax.numpy as jnp
 from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, PAD_ID
-from jabcli.model.model import Attention, ModelFns, Transformer
+from jabcli.model.contract import Form, ModelFns
+from jabcli.model.model import Attention, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks import derived
 from jabcli.tasks.contract import Task
@@ -95,21 +96,6 @@ def slot_positions(
     return drawn[:, : src.shape[1]], jnp.take_along_axis(drawn, where, axis=1)
 
 
-def check_scheme(m: ModelConfig, scheme: PositionalScheme) -> None:
-    """Refuse what has no meaning with one sequence: a decoder's own encoding, or a scheme
-    that places source and answer side by side (its own `pair_positions`)."""
-    if m.tgt_pos_encoding:
-        raise JabError(
-            "model.arch=encoder has no decoder: set model.pos_encoding, not "
-            f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
-        )
-    if type(scheme).pair_positions is not PositionalScheme.pair_positions:
-        raise JabError(
-            f"model.pos_encoding={scheme.name} pairs the answer's positions with the input's, "
-            "and model.arch=encoder has one sequence; use another encoding with it"
-        )
-
-
 class EncoderOnly(hk.Module):
     """Sources and empty answer slots through one encoder: src [B, S] and tgt_in [B, T]
     (its width alone) -> (logits [B, T, V] of the answer's tokens, `Attention` whose
@@ -156,14 +142,29 @@ class EncoderOnly(hk.Module):
         return self.transformer.to_logits(answers), Attention(weights, None, None)
 
 
-def build(cfg: ModelConfig, scheme: PositionalScheme, vocab_size: int, task: Task) -> ModelFns:
-    """Haiku-transform the encoder form, its slots sized by `task`. An answer is one pass
-    of `forward`: there is no incremental decoding, so `encode`, `init_cache` and
-    `decode_step` are None."""
+class Encoder(Form):
+    """`model.arch=encoder`: the paper's Transformer, every answer token from one pass
+    over the input and its empty slots; one positional scheme over the whole sequence."""
 
-    def forward(src, tgt_in, **options):
-        model = EncoderOnly(cfg, scheme, vocab_size, functools.partial(answer_slots, task))
-        return model(src, tgt_in, **options)
+    name = "encoder"
+    one_pass = True
+    attention = ("encoder",)
 
-    transformed = hk.transform(forward)
-    return ModelFns(transformed.init, transformed.apply, None, None, None)
+    def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
+        """An answer is one pass of `forward`: there is no incremental decoding, so
+        `encode`, `init_cache` and `decode_step` are None."""
+
+        def forward(src, tgt_in, **options):
+            slots = functools.partial(answer_slots, task)
+            return EncoderOnly(m, src_scheme, vocab_size, slots)(src, tgt_in, **options)
+
+        transformed = hk.transform(forward)
+        return ModelFns(transformed.init, transformed.apply, None, None, None)
+
+    def positions(self, key, src_scheme, tgt_scheme, task, src, answer_width, limit):
+        return slot_positions(key, src_scheme, task, src, answer_width, limit)
+
+    def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
+        """One layer's attention scores and activations over the source and its slots."""
+        n = src_width + answer_width
+        return 4 * (2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff))

@@ -22,9 +22,9 @@ from jabcli.core import config as configuration
 from jabcli.core.config import FILE_PREFIX, Config, ModelConfig, TaskConfig, data_path
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import HINTS, Tokenizer
-from jabcli.model import encoder_only
-from jabcli.model.model import ModelFns, build
-from jabcli.model.positions import PositionalScheme, get_scheme
+from jabcli.model.contract import Form, ModelFns
+from jabcli.model.positions import PositionalScheme
+from jabcli.model.registry import get_form
 from jabcli.tasks import derived, sampling
 from jabcli.tasks.batch import Batch
 from jabcli.tasks.contract import Task
@@ -85,7 +85,7 @@ class Experiment:
             )
         if isinstance(task, FileTask):
             task.check_lengths(t.min_len, t.max_len)
-        src_scheme, tgt_scheme = schemes(config, task)
+        src_scheme, tgt_scheme = get_form(m.arch).schemes(m, task)
         config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
         model = build_model(m, src_scheme, tgt_scheme, len(tokenizer), task)
         experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
@@ -93,24 +93,26 @@ class Experiment:
         return experiment
 
     @property
+    def form(self) -> Form:
+        """The model form `model.arch` names (model/contract.py)."""
+        return get_form(self.config.model.arch)
+
+    @property
     def one_pass(self) -> bool:
-        """Whether the model is the encoder form (model.arch=encoder, encoder_only.py),
-        which answers every symbol in one pass, rather than the encoder-decoder."""
-        return self.config.model.arch == "encoder"
+        """Whether the form answers every symbol in one pass from empty answer slots,
+        rather than token by token."""
+        return self.form.one_pass
 
     @property
     def packs(self) -> bool:
         """Whether training packs two examples per row (packing.py): asked for, the task
-        draws its own lengths, and the model is the encoder-decoder."""
-        return self.config.train.pack and self.task.generated and not self.one_pass
+        draws its own lengths, and the model form packs."""
+        return self.config.train.pack and self.task.generated and self.form.packs
 
     def positions_needed(self, max_len: int) -> int:
         """Model positions that sources of up to `max_len` symbols need."""
         source, answer = derived.widths(self.task, max_len)
-        if self.one_pass:  # one sequence: the source, its <eos>, then the answer's slots
-            return self.src_scheme.positions_needed(source + answer)
-        needed = max(source, answer)
-        return max(scheme.positions_needed(needed) for scheme in (self.src_scheme, self.tgt_scheme))
+        return self.form.positions_needed(self.src_scheme, self.tgt_scheme, source, answer)
 
     def longest_input(self) -> int:
         """The most symbols an input may have: what the model's positions (and, with
@@ -153,12 +155,12 @@ class Experiment:
         self, key: jax.Array, src: jax.Array, tgt_len: int
     ) -> tuple[jax.Array, jax.Array]:
         """The positions the model reads for sources [B, S] and targets [B, tgt_len], as
-        the decoder's scheme pairs them with the encoder's (`pair_positions`); for the
-        encoder form, the answer's slots continue the source (`slot_positions`)."""
+        the model form places them (for the encoder-decoder, the decoder's scheme pairs
+        them with the encoder's; for the encoder form, the slots continue the source)."""
         limit = self.config.model.max_positions
-        if self.one_pass:
-            return encoder_only.slot_positions(key, self.src_scheme, self.task, src, tgt_len, limit)
-        return self.tgt_scheme.pair_positions(key, self.src_scheme, self.task, src, tgt_len, limit)
+        return self.form.positions(
+            key, self.src_scheme, self.tgt_scheme, self.task, src, tgt_len, limit
+        )
 
 
 def build_model(
@@ -168,29 +170,8 @@ def build_model(
     vocab_size: int,
     task: Task,
 ) -> ModelFns:
-    """The model `model.arch` names: the encoder-decoder (model.py), or the encoder form
-    (encoder_only.py), whose answer slots the task sizes."""
-    if m.arch == "encoder":
-        return encoder_only.build(m, src_scheme, vocab_size, task)
-    return build(m, src_scheme, tgt_scheme, vocab_size)
-
-
-def schemes(config: Config, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
-    """The encoder's and the decoder's positional schemes, checked against the model
-    and the task; the encoder form has the encoder's alone."""
-    m = config.model
-    both = get_scheme(m.pos_encoding)
-    src = get_scheme(m.src_pos_encoding, "model.src_pos_encoding") if m.src_pos_encoding else both
-    if m.arch == "encoder":
-        encoder_only.check_scheme(m, src)
-        src.check(m.d_model, m.num_heads)
-        return src, src
-    tgt = get_scheme(m.tgt_pos_encoding, "model.tgt_pos_encoding") if m.tgt_pos_encoding else both
-    for scheme in {src.name: src, tgt.name: tgt}.values():
-        scheme.check(m.d_model, m.num_heads)
-    src.check_pair(tgt, task)
-    tgt.check_pair(src, task)
-    return src, tgt
+    """The model functions of the form `model.arch` names."""
+    return get_form(m.arch).build(m, src_scheme, tgt_scheme, vocab_size, task)
 
 
 def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:

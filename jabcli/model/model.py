@@ -23,7 +23,9 @@ import numpy as np
 
 from jabcli.core.config import ModelConfig
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.model.positions import PositionalScheme, counting
+from jabcli.model.contract import Form, ModelFns
+from jabcli.model.positions import PositionalScheme, counting, get_scheme
+from jabcli.tasks.contract import Task
 
 NEG_INF = -1e9
 
@@ -481,17 +483,6 @@ class Transformer(hk.Module):
         return logits[:, 0], cache
 
 
-class ModelFns(NamedTuple):
-    """Pure functions of (params, rng, ...) built by `build`; they share one set of
-    parameters."""
-
-    init: Callable
-    forward: Callable
-    encode: Callable
-    init_cache: Callable
-    decode_step: Callable
-
-
 def build(
     cfg: ModelConfig, src_scheme: PositionalScheme, tgt_scheme: PositionalScheme, vocab_size: int
 ) -> ModelFns:
@@ -510,3 +501,43 @@ def build(
 
     transformed = hk.multi_transform(fns)
     return ModelFns(transformed.init, *transformed.apply)
+
+
+class EncoderDecoder(Form):
+    """`model.arch=encoder_decoder`, the default: the encoder reads the input, the decoder
+    writes the answer token by token, each side with its own positions (the decoder's
+    scheme pairs them with the encoder's, `pair_positions`)."""
+
+    name = "encoder_decoder"
+    packs = True
+    attention = ("cross", "encoder", "decoder")
+
+    def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
+        both = get_scheme(m.pos_encoding)
+        src, tgt = (
+            get_scheme(name, f"model.{side}_pos_encoding") if name else both
+            for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
+        )
+        for scheme in {src.name: src, tgt.name: tgt}.values():
+            scheme.check(m.d_model, m.num_heads)
+        src.check_pair(tgt, task)
+        tgt.check_pair(src, task)
+        return src, tgt
+
+    def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
+        return build(m, src_scheme, tgt_scheme, vocab_size)
+
+    def positions_needed(self, src_scheme, tgt_scheme, source: int, answer: int) -> int:
+        needed = max(source, answer)
+        return max(scheme.positions_needed(needed) for scheme in (src_scheme, tgt_scheme))
+
+    def positions(self, key, src_scheme, tgt_scheme, task, src, answer_width, limit):
+        return tgt_scheme.pair_positions(key, src_scheme, task, src, answer_width, limit)
+
+    def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
+        """The encoder's attention scores and activations (one layer at a time), every
+        layer's cached keys and values of both sides, and the loop's copies of them."""
+        s, t = src_width, answer_width
+        encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
+        cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
+        return 4 * (encoder + 2 * cache)

@@ -1,0 +1,123 @@
+"""What a model form is to the rest of jab (`model.arch`): the contract every form keeps.
+
+A form is a way of reading a task's examples and answering them: the encoder-decoder of
+"Attention Is All You Need" (model.py, the default), which answers token by token, or
+the paper's encoder alone (encoder_only.py), which reads the input followed by empty
+answer slots and answers every token at once. Each form's module defines its `Form`;
+`registry.FORMS` lists them. Nothing outside the model layer asks a form's name: it asks
+the form (`Experiment.form`) the questions below.
+
+Every form's model functions keep one interface (`ModelFns`), so that training, scoring
+and evaluation need no branch on the form:
+
+- `init(rng, src, tgt_in)` -> params;
+- `forward(params, rng, src [B, S], tgt_in [B, T], is_training=..., src_positions=...,
+  tgt_positions=..., src_segments=..., tgt_segments=...)` -> (logits [B, T, V] that
+  tgt_out scores, the attention weights or what the form has instead);
+- for a form that answers token by token (`one_pass` False), `encode(params, rng, src,
+  positions)` -> memory, `init_cache(params, rng, memory, src_positions, max_out)` ->
+  cache, and `decode_step(params, rng, token [B], index, cache, src, tgt_positions,
+  src_positions)` -> (logits [B, V], cache), which `decode.greedy_decode` runs; a
+  one-pass form leaves them None and is decoded by `decode.one_pass_decode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, NamedTuple
+
+import jax
+
+from jabcli.core.config import ModelConfig
+from jabcli.core.errors import JabError
+from jabcli.model.positions import PositionalScheme, get_scheme
+from jabcli.tasks.contract import Task
+
+
+class ModelFns(NamedTuple):
+    """Pure functions of (params, rng, ...) a form builds; they share one set of
+    parameters (see the module docstring for their signatures)."""
+
+    init: Callable
+    forward: Callable
+    encode: Callable | None
+    init_cache: Callable | None
+    decode_step: Callable | None
+
+
+class Form:
+    """A model form. A new form defines `name`, `build`, `positions` and `decode_bytes`,
+    and the class attributes that differ from the defaults; `schemes` and
+    `positions_needed` have defaults for a form that reads one sequence."""
+
+    name: ClassVar[str]
+    # True: the model reads the input and one empty slot per answer token and answers
+    # every token at once (`decode.one_pass_decode`); False: token by token, each fed back
+    # (`decode.greedy_decode` through encode, init_cache and decode_step).
+    one_pass: ClassVar[bool] = False
+    # Whether training may pack two examples per row (packing.py: segment ids).
+    packs: ClassVar[bool] = False
+    # The attention `jab show-attention` can draw, the default first; () refuses it.
+    attention: ClassVar[tuple[str, ...]] = ()
+    # Whether the form reads a positional scheme (model.pos_encoding) at all.
+    positional: ClassVar[bool] = True
+
+    def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
+        """The positional schemes of the input and of the answer, checked: by default one
+        scheme for the whole sequence, which must not pair the answer's positions with
+        the input's, and no decoder's own encoding."""
+        scheme = (
+            get_scheme(m.src_pos_encoding, "model.src_pos_encoding")
+            if m.src_pos_encoding
+            else get_scheme(m.pos_encoding)
+        )
+        if m.tgt_pos_encoding:
+            raise JabError(
+                f"model.arch={self.name} has no decoder: set model.pos_encoding, not "
+                f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
+            )
+        if type(scheme).pair_positions is not PositionalScheme.pair_positions:
+            raise JabError(
+                f"model.pos_encoding={scheme.name} pairs the answer's positions with the "
+                f"input's, and model.arch={self.name} reads one sequence; use another encoding "
+                "with it"
+            )
+        scheme.check(m.d_model, m.num_heads)
+        return scheme, scheme
+
+    def build(
+        self,
+        m: ModelConfig,
+        src_scheme: PositionalScheme,
+        tgt_scheme: PositionalScheme,
+        vocab_size: int,
+        task: Task,
+    ) -> ModelFns:
+        """The form's model functions, Haiku-transformed."""
+        raise NotImplementedError
+
+    def positions_needed(
+        self, src_scheme: PositionalScheme, tgt_scheme: PositionalScheme, source: int, answer: int
+    ) -> int:
+        """Model positions that a source of `source` tokens and an answer of `answer`
+        tokens need; by default one sequence holding both."""
+        return src_scheme.positions_needed(source + answer)
+
+    def positions(
+        self,
+        key: jax.Array,
+        src_scheme: PositionalScheme,
+        tgt_scheme: PositionalScheme,
+        task: Task,
+        src: jax.Array,
+        answer_width: int,
+        limit: int,
+    ) -> tuple[jax.Array, jax.Array]:
+        """The positions the model reads for sources [B, S] and `answer_width` answer
+        columns: [B, S] and [B, answer_width]; `limit` is model.max_positions."""
+        raise NotImplementedError
+
+    def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
+        """About what answering one source row `src_width` wide with `answer_width` tokens
+        holds at its peak (decode.plan sizes chunks with it)."""
+        raise NotImplementedError
