@@ -464,6 +464,62 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
         checkpoints.params_of(experiment, arrays, "checkpoint x")
 
 
+def test_a_second_predict_loads_its_compiled_program_and_a_damaged_one_is_only_a_miss(
+    trained, tmp_path
+):
+    """A warm `jab predict` neither traces nor compiles its decoding program: the first
+    one kept it whole on disk. A stored program that does not read is compiled again
+    and stored again, though the compilation cache holds it (that copy would not run)."""
+
+    def predict() -> tuple[str, str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "jabcli", "predict", "--run", trained / "runs/tiny", "1230"],
+            env={**env(), "XDG_CACHE_HOME": str(tmp_path), "JAX_LOG_COMPILES": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout, result.stderr
+
+    first, log = predict()
+    assert "Compiling jit(answer)" in log
+    stored = list((tmp_path / "jab/programs").glob("*.bin"))
+    assert len(stored) == 1
+    again, log = predict()
+    assert again == first
+    assert "jit(answer)" not in log and "tracing answer" not in log
+    stored[0].write_bytes(b"not a program")
+    damaged, log = predict()
+    assert damaged == first
+    assert "Compiling jit(answer)" in log
+    # The compilation cache held it: it was compiled again without it, to be stored.
+    assert stored[0].read_bytes() != b"not a program"
+    again, log = predict()
+    assert again == first
+    assert "jit(answer)" not in log
+
+
+def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again(tmp_path):
+    """jaxlib 0.10 on the CPU may give back a stored program that loads, then fails to
+    run ("Function ... not found"): the answer still comes, from a program compiled here."""
+    import jax
+    import jax.numpy as jnp
+
+    from jabcli.core import runtime
+
+    def broken(x):
+        raise jax.errors.JaxRuntimeError("NOT_FOUND: Function broadcast_compare_fusion not found")
+
+    stored = tmp_path / "program.bin"
+    stored.write_bytes(b"a stored program")
+    lower = jax.jit(lambda x: x * 2 + 1).lower(jnp.arange(3))
+    program = runtime.Loaded(broken, stored, lambda: lower)
+    np.testing.assert_array_equal(program(jnp.arange(3)), [1, 3, 5])
+    assert not stored.exists()
+    np.testing.assert_array_equal(program(jnp.arange(3) + 1), [3, 5, 7])
+
+
 def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:
     """Replace a checkpoint's bytes and its checksum in the manifest alike."""
     import hashlib

@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,18 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
     programs)."""
     if not (caching and experiment.task.generated):
         return compute()
+    path = kept_path(experiment, "facts", name, ".pkl")
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:  # absent or unreadable: find it again
+        value = compute()
+    keep(path, pickle.dumps(value))
+    return value
+
+
+def kept_path(experiment: Any, kind: str, name: str, suffix: str) -> Path:
+    """Where `remembered` or `stored_program` keeps `name` for the experiment: a digest of
+    it, the experiment's config and vocabulary, jab's code and the libraries' versions."""
     import jax
 
     whole = [
@@ -103,23 +116,118 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
         str(jax.config.jax_default_prng_impl),
     ]
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()
-    path = cache_dir().parent / "facts" / f"{digest}.pkl"
-    try:
-        return pickle.loads(path.read_bytes())
-    except Exception:  # absent or unreadable: find it again
-        value = compute()
+    return cache_dir().parent / kind / f"{digest}{suffix}"
+
+
+def keep(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all; a cache that cannot be written only
+    costs the next start time."""
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = pickle.dumps(value)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
             temporary = out.name
             out.write(data)
         os.replace(temporary, path)
-    except Exception:  # a cache that cannot be written only costs the next start time
+    except Exception:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
-    return value
+
+
+# `stored_program`: whether the compilation cache answered this thread's compilation,
+# and one lock for compiling with that cache off.
+_compiling = threading.local()
+_uncached = threading.Lock()
+_listening = False
+
+
+def _on_event(event: str, **_: Any) -> None:
+    if event == "/jax/compilation_cache/cache_hits" and getattr(_compiling, "on", False):
+        _compiling.hit = True
+
+
+def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Callable:
+    """The compiled program `lower()` lowers (a `jax.stages.Lowered`), kept on disk whole,
+    so that the next process loads it in milliseconds instead of tracing and lowering it
+    again to look it up in the compilation cache (half a second of a warm `jab predict`).
+    `name` says which program and for which shapes. Off with the caches, and for `file:`
+    tasks (as `remembered`).
+
+    jaxlib 0.10 on the CPU does not always give back a program that runs: one the
+    compilation cache handed over never does once stored again (it loads, then fails to
+    run), so a program that cache already holds (compiled by an earlier version of jab,
+    say) is compiled once more with it off, and that is stored; and a stored program
+    that fails on its first run is removed and compiled again (`Loaded`)."""
+    global _listening
+    import jax
+    from jax.experimental import serialize_executable
+
+    if not (caching and experiment.task.generated):
+        return lower().compile()
+    device = jax.devices()[0]
+    where = f"{name} on {device.platform} {device.device_kind} {device.client.platform_version}"
+    path = kept_path(experiment, "programs", where, ".bin")
+    try:
+        stored = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
+        return Loaded(stored, path, lower)
+    except Exception:  # absent or unreadable: compile it
+        pass
+    if not _listening:
+        jax.monitoring.register_event_listener(_on_event)
+        _listening = True
+    _compiling.on, _compiling.hit = True, False
+    try:
+        compiled = lower().compile()
+    finally:
+        _compiling.on = False
+    if _compiling.hit:
+        compiled = uncached(lower)
+    keep(path, pickle.dumps(serialize_executable.serialize(compiled)))
+    return compiled
+
+
+# An XLA option at its default: asking for it explicitly makes `uncached`'s compilation
+# one JAX has not kept in memory either, so that it is compiled, not handed back again.
+AS_DEFAULT = {"xla_cpu_enable_fast_math": False}
+
+
+def uncached(lower: Callable[[], Any]) -> Any:
+    """`lower().compile()` afresh: with the compilation cache off (for the whole process,
+    a moment: another thread compiling meanwhile compiles without it too) and none of
+    JAX's compiled programs in memory reused."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    with _uncached:
+        jax.config.update("jax_enable_compilation_cache", False)
+        compilation_cache.reset_cache()  # it decides once per process whether it is on
+        try:
+            return lower().compile(compiler_options=AS_DEFAULT)
+        finally:
+            jax.config.update("jax_enable_compilation_cache", True)
+            compilation_cache.reset_cache()
+
+
+class Loaded:
+    """A program `stored_program` read from `path`, checked by its first run: if that
+    fails, the stored copy is removed and the program compiled from `lower` instead."""
+
+    def __init__(self, program: Callable, path: Path, lower: Callable[[], Any]) -> None:
+        self.program, self.path, self.lower, self.ran = program, path, lower, False
+
+    def __call__(self, *args: Any) -> Any:
+        if self.ran:
+            return self.program(*args)
+        import jax
+
+        try:
+            out = jax.block_until_ready(self.program(*args))
+        except jax.errors.JaxRuntimeError:  # loaded, but does not run: compile it here
+            self.path.unlink(missing_ok=True)
+            self.program = self.lower().compile()
+            out = self.program(*args)
+        self.ran = True
+        return out
 
 
 @functools.cache

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextvars import ContextVar
@@ -36,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jabcli.core import runtime
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation import layout
 from jabcli.model.contract import ModelFns
@@ -94,6 +96,28 @@ def answer(experiment, params, keys: jax.Array, src: jax.Array, max_out: int, le
     decode = one_pass_decode if experiment.one_pass else greedy_decode
     decoded = decode(experiment.model, params, src, max_out, *positions, lengths, limits)
     return decoded, positions
+
+
+_programs: dict = {}  # (experiment, shapes) -> `answer` compiled for them
+_compiling: dict = {}  # (experiment, shapes) -> the lock of the thread compiling it
+_lock = threading.Lock()
+
+
+def answered(experiment, params, keys, src, max_out: int, lengths=None):
+    """`answer`, run by its program for these shapes: compiled once per process, and kept
+    on disk for the next one (`runtime.stored_program`), so that a warm `jab predict`
+    neither traces nor lowers it. Chunks of one shape decoded side by side compile it
+    once."""
+    shapes = (src.shape, keys.shape, max_out, None if lengths is None else lengths.shape)
+    found = (experiment, shapes, jax.device_count())
+    with _lock:
+        compiling = _compiling.setdefault(found, threading.Lock())
+    with compiling:
+        if found not in _programs:
+            lower = partial(answer.lower, experiment, params, keys, src, max_out, lengths)
+            name = f"answer {shapes} on {jax.device_count()} devices"
+            _programs[found] = runtime.stored_program(experiment, name, lower)
+    return _programs[found](params, keys, src, lengths)
 
 
 @partial(jax.jit, static_argnames=("experiment",))
@@ -307,7 +331,7 @@ def decode_rows(
         if lengths is not None:
             forced = np.zeros(size, np.int32)
             forced[: len(rows)] = lengths[rows]
-        decoded, _ = answer(experiment, params, row_keys(key, ids), batch, out_width, forced)
+        decoded, _ = answered(experiment, params, row_keys(key, ids), batch, out_width, forced)
         return np.asarray(decoded)[: len(rows)]
 
     # XLA runs a small program on one core: chunks side by side use the others.

@@ -224,12 +224,12 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     """Greedy answers [B, max_out] to a source batch, and the positions they were read at."""
     import jax
 
-    from jabcli.evaluation.decode import answer, row_keys
+    from jabcli.evaluation.decode import answered, row_keys
 
     experiment = loaded.experiment
     max_out = layout.answer_width(experiment.task, src.shape[1])
     keys = row_keys(jax.random.PRNGKey(DECODE_KEY), np.arange(len(src)))
-    out, positions = answer(experiment, loaded.params, keys, src, max_out)
+    out, positions = answered(experiment, loaded.params, keys, src, max_out)
     return np.asarray(out), positions
 
 
