@@ -61,6 +61,10 @@ class Form:
     attention: ClassVar[tuple[str, ...]] = ()
     # Whether the form reads a positional scheme (model.pos_encoding) at all.
     positional: ClassVar[bool] = True
+    # Whether the answer continues the input in one causal sequence (a decoder-only
+    # model): its "decoder" attention's queries and keys are the input's tokens, then
+    # the answer's, as `jab show-attention` labels them.
+    prefixed: ClassVar[bool] = False
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """The positional schemes of the input and of the answer, checked: by default one
@@ -76,7 +80,7 @@ class Form:
                 f"model.arch={self.name} has no decoder: set model.pos_encoding, not "
                 f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
             )
-        if type(scheme).pair_positions is not PositionalScheme.pair_positions:
+        if pairs(scheme):
             raise JabError(
                 f"model.pos_encoding={scheme.name} pairs the answer's positions with the "
                 f"input's, and model.arch={self.name} reads one sequence; use another encoding "
@@ -121,3 +125,9 @@ class Form:
         """About what answering one source row `src_width` wide with `answer_width` tokens
         holds at its peak (decode.plan sizes chunks with it)."""
         raise NotImplementedError
+
+
+def pairs(scheme: PositionalScheme) -> bool:
+    """Whether a scheme places the answer's positions from the input's (coupled ones),
+    rather than drawing each side's own."""
+    return type(scheme).pair_positions is not PositionalScheme.pair_positions
