@@ -42,8 +42,8 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.model.contract import Form, ModelFns, pairs
 from jabcli.model.encoder_only import slot_positions
-from jabcli.model.model import Attention, LayerCache, Transformer
-from jabcli.model.positions import PositionalScheme, counting, get_scheme
+from jabcli.model.model import Attention, LayerCache, Transformer, side_schemes
+from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks.contract import Task
 
 
@@ -70,7 +70,6 @@ class DecoderOnly(hk.Module):
         # The encoder-decoder's embedding, decoder layers (without cross-attention) and
         # output layer; its encoder is never called, so it has no parameters.
         self.transformer = Transformer(cfg, scheme, scheme, vocab_size, cross=False)
-        self.cfg = cfg
 
     def __call__(
         self,
@@ -109,11 +108,12 @@ class DecoderOnly(hk.Module):
         batch, width = src.shape
         caches = [
             LayerCache(self.transformer.empty_cache(batch, width + max_out), None)
-            for _ in range(self.cfg.num_layers)
+            for _ in self.transformer.decoder_layers
         ]
-        answer = jnp.zeros((batch, max_out), jnp.int32)
-        positions = jnp.concatenate([src_positions, answer], axis=1)
-        segments = jnp.concatenate([sequence_segments(src, None), answer + 1], axis=1)
+        unread = jnp.zeros((batch, max_out), jnp.int32)  # the answer's positions
+        positions = jnp.concatenate([src_positions, unread], axis=1)
+        answer = jnp.ones((batch, max_out), jnp.int32)  # the answer's segment, to come
+        segments = jnp.concatenate([sequence_segments(src, None), answer], axis=1)
         _, _, _, caches = self.transformer.decode(
             src, None, None, positions, cache=caches, segments=segments
         )
@@ -175,11 +175,7 @@ class Decoder(Form):
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """One scheme: model.pos_encoding, or the one both sides' keys name."""
-        both = get_scheme(m.pos_encoding)
-        src, tgt = (
-            get_scheme(name, f"model.{side}_pos_encoding") if name else both
-            for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
-        )
+        src, tgt = side_schemes(m)
         if src is not tgt:
             raise JabError(
                 f"model.arch={self.name} reads the input and the answer as one sequence, with "

@@ -217,7 +217,7 @@ class DecoderLayer(hk.Module):
         self.self_attn = MultiHeadAttention(
             cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
         )
-        self.cross_attn = None
+        self.cross_attn = self.cross_block = None
         if cross:
             self.cross_attn = MultiHeadAttention(
                 cfg.num_heads,
@@ -226,9 +226,9 @@ class DecoderLayer(hk.Module):
                 causal=False,
                 name="cross_attention",
             )
+            self.cross_block = Residual(cfg, name="cross_attention_residual")
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.self_block = Residual(cfg, name="self_attention_residual")
-        self.cross_block = Residual(cfg, name="cross_attention_residual")
         self.ffn_block = Residual(cfg, name="feed_forward_residual")
 
     def __call__(
@@ -530,6 +530,17 @@ def build(
     return ModelFns(transformed.init, *transformed.apply)
 
 
+def side_schemes(m: ModelConfig) -> tuple[PositionalScheme, PositionalScheme]:
+    """The schemes of the source and of the target: each side's own key, else
+    model.pos_encoding."""
+    both = get_scheme(m.pos_encoding)
+    src, tgt = (
+        get_scheme(name, f"model.{side}_pos_encoding") if name else both
+        for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
+    )
+    return src, tgt
+
+
 class EncoderDecoder(Form):
     """`model.arch=encoder_decoder`, the default: the encoder reads the input, the decoder
     writes the answer token by token, each side with its own positions (the decoder's
@@ -540,11 +551,7 @@ class EncoderDecoder(Form):
     attention = ("cross", "encoder", "decoder")
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
-        both = get_scheme(m.pos_encoding)
-        src, tgt = (
-            get_scheme(name, f"model.{side}_pos_encoding") if name else both
-            for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
-        )
+        src, tgt = side_schemes(m)
         for scheme in {src.name: src, tgt.name: tgt}.values():
             scheme.check(m.d_model, m.num_heads)
         src.check_pair(tgt, task)
