@@ -4,7 +4,7 @@ Training throughput against eager PyTorch, time to solve each task, CLI startup 
 to the first step, and cached against recomputing greedy decoding:
 
     python benchmarks/run.py [--quick] [--out benchmarks/results.json]
-                             [--sections train,solve,startup,interactive,decode]
+                             [--sections train,solve,startup,interactive,decode,forms]
 
 Sections (all by default, in this order):
 
@@ -40,6 +40,9 @@ Sections (all by default, in this order):
 * decode  - greedy decoding of 1024 sources to 64 output tokens with a reference-shape
             model: `greedy_decode` (key/value cache) against `greedy_decode_full`
             (recompute), with the <eos> logit pushed down so no row stops early.
+* forms   - train steps/s of each model form (model.arch: encoder_decoder, decoder,
+            encoder) at the "preset" shape (same width and depth), packed where the form
+            packs and one example per row, measured as the train section measures jab.
 
 --quick shrinks every section to smoke-test sizes (one seed, 100-step cap, a smaller
 decode batch); its figures check that the script works, not the targets. Tables go to
@@ -81,7 +84,10 @@ from jabcli.training.training import Schedule, Trainer, init, update
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # for torch_baseline, however this file is started
 
-SECTIONS = ("train", "solve", "startup", "interactive", "decode", "decode-long", "logging")
+SECTIONS = (
+    "train", "solve", "startup", "interactive", "decode", "decode-long", "logging", "forms"
+)  # fmt: skip
+FORMS = ("encoder_decoder", "decoder", "encoder")  # model.arch, the default first
 PRESETS = ("copy", "reverse", "sort")
 VOCAB_SIZE = len(Tokenizer())
 
@@ -218,10 +224,15 @@ def machine_info() -> dict:
 
 
 def train_experiment(
-    shape: dict[str, int], log_every: int, dropout: float, pack: bool = True
+    shape: dict[str, int],
+    log_every: int,
+    dropout: float,
+    pack: bool = True,
+    arch: str = "encoder_decoder",
 ) -> Experiment:
     sets = [f"model.{k}={shape[k]}" for k in MODEL_KEYS]
     sets += [
+        f"model.arch={arch}",
         f"train.batch_size={shape['batch_size']}",
         f"task.min_len={shape['min_len']}",
         f"task.max_len={shape['max_len']}",
@@ -263,10 +274,15 @@ def useful_tokens(shape: dict[str, int]) -> float:
 
 
 def jab_train(
-    shape: dict[str, int], sizes: Sizes, dropout: float, peak: float, pack: bool = True
+    shape: dict[str, int],
+    sizes: Sizes,
+    dropout: float,
+    peak: float,
+    pack: bool = True,
+    arch: str = "encoder_decoder",
 ) -> dict:
     """Steps/s of the jitted train_chunk after a warm-up call, median of the repeats."""
-    experiment = train_experiment(shape, sizes.chunk, dropout, pack)
+    experiment = train_experiment(shape, sizes.chunk, dropout, pack, arch)
     trainer = Trainer(experiment)  # the jitted, donated, sharded chunk that `jab train` runs
     state, chunk = trainer.state, trainer.chunk
     flops = step_flops(experiment, init(experiment, 0))
@@ -701,6 +717,46 @@ def bench_decode(sizes: Sizes) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- forms
+
+
+def bench_forms(sizes: Sizes) -> dict:
+    """Train steps/s of every model form at the preset shape, against the encoder-decoder
+    (issue 40: the decoder-only form within 1.5x of it)."""
+    shape = TRAIN_SHAPES["preset"]
+    peak = matmul_peak(sizes.peak_size, sizes.peak_repeats)["flops_per_s"]
+    out: dict[str, dict] = {}
+    for arch in FORMS:
+        out[arch] = {}
+        for pack in (True, False):
+            kind = "packed" if pack else "unpacked"
+            note(f"forms: {arch}, {kind}")
+            out[arch][kind] = jab_train(shape, sizes, TRAIN_DROPOUT, peak, pack, arch)
+    rows = []
+    for arch, runs in out.items():
+        for kind, r in runs.items():
+            base = out[FORMS[0]][kind]["steps_per_s"]
+            r["over_encoder_decoder"] = r["steps_per_s"] / base
+            rows.append(
+                [arch, "packed" if r["packed"] else "one example a row"
+                 + ("" if kind == "unpacked" else " (the form does not pack)"),
+                 fmt(r["steps_per_s"], ".1f"), f"{r['over_encoder_decoder']:.2f}x",
+                 fmt(r["flops_per_step"] / 1e9, ".3f"), f"{r['params']:,}"]
+            )  # fmt: skip
+    console.print(
+        table(
+            "model forms, preset shape",
+            ["model.arch", "rows", "steps/s", "/ encoder_decoder", "GFLOP/step", "params"],
+            rows,
+        )
+    )
+    note(
+        f"reverse at the preset shape ({shape}), {sizes.chunk} steps per timed call, "
+        f"median of {sizes.train_repeats}"
+    )
+    return out
+
+
 # ---------------------------------------------------------------- summary
 
 
@@ -784,6 +840,14 @@ def summary_rows(results: dict, sizes: Sizes) -> list[dict]:
         seconds = results["interactive"]["cold_train"]["compile_s"]
         target = "cold jab train: XLA compilation <= 3 s"
         add(target, fmt(seconds, ".1f", " s"), at_most(seconds, 3.0))
+    if "forms" in results:
+        for kind in ("packed", "unpacked"):
+            ratio = dig(results, "forms", "decoder", kind, "over_encoder_decoder")
+            add(
+                f"decoder-only {kind} steps/s within 1.5x of the encoder-decoder's",
+                fmt(ratio, ".2f", "x"),
+                at_least(ratio, 1 / 1.5),
+            )
     if "decode" in results:
         r = results["decode"]
         add(
@@ -987,6 +1051,7 @@ BENCHES: dict[str, Callable[[Sizes], dict]] = {
     "decode": bench_decode,
     "decode-long": bench_decode_long,
     "logging": bench_logging,
+    "forms": bench_forms,
 }
 
 

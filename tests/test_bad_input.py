@@ -125,6 +125,42 @@ CASES = {
         ],
         "needs 19 positions",
     ),
+    "a decoder-only model with an encoding per side": (
+        [
+            "train",
+            "--task",
+            "copy",
+            "--set",
+            "model.arch=decoder",
+            "--set",
+            "model.tgt_pos_encoding=rope",
+        ],
+        "model.arch=decoder reads the input and the answer as one sequence",
+    ),
+    "a decoder-only model with coupled positions on a task without an alignment": (
+        [
+            "train",
+            "--task",
+            "sort",
+            "--set",
+            "model.arch=decoder",
+            "--set",
+            "model.pos_encoding=coupled",
+        ],
+        "tasks that do: copy, reverse, duplicate, shift, odds_first, addition",
+    ),
+    "a decoder-only model whose input and answer pass max_positions": (
+        [
+            "train",
+            "--task",
+            "duplicate",
+            "--set",
+            "model.arch=decoder",
+            "--set",
+            "model.max_positions=40",
+        ],
+        "needs 50 positions",
+    ),
     "unknown encoding for one side": (
         ["train", "--task", "sort", "--set", "model.src_pos_encoding=nope"],
         "model.src_pos_encoding must be one of",

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from jabrun import TINY, env, interrupt_after, jab_here
 
@@ -709,3 +710,65 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
                        check=False)  # fmt: skip
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "model.arch=encoder run has no cross attention" in refused.stderr
+
+
+def test_a_decoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_path):
+    """model.arch=decoder, a decoder-only Transformer: every command that works on a run
+    works on one; its attention is the one causal self-attention over input and answer."""
+    form = ["--set", "model.arch=decoder", "--set", "model.num_layers=2"]
+    trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/d", cwd=tmp_path)
+    assert "Training copy (lengths 1-5, decoder-only) into runs/d" in trained.stdout
+    jab_here("resume", "runs/d", "--steps", "40", cwd=tmp_path)
+    assert "sinusoidal, decoder-only" in jab_here("runs", "runs", cwd=tmp_path).stdout
+    args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
+    result = json.loads(jab_here("eval", "--run", "runs/d", *args, cwd=tmp_path).stdout)
+    assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    for row in result["per_length"].values():
+        assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    predicted = jab_here("predict", "0123", "321", "--run", "runs/d", cwd=tmp_path).stdout
+    assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
+    compared = jab_here("compare", "runs/d", "runs/d", "--lengths", "4-5", "--samples", "5",
+                        cwd=tmp_path).stdout  # fmt: skip
+    assert "copy, sinusoidal, 1-5" in compared
+    drawn = jab_here("show-attention", "--run", "runs/d", "--input", "0123", "--head", "0",
+                     cwd=tmp_path).stdout  # fmt: skip
+    assert "decoder attention, layer 1" in drawn
+    from jabcli.api import api
+
+    picture = api.load(tmp_path / "runs/d").attention("0123", layer=0)
+    assert picture.kind == "decoder"
+    # Keys: the input and its <eos>, then <bos> and the answer fed back; queries: the
+    # input, then what each answer step wrote. Nothing reads a later token.
+    answer = len(picture.rows) - 5
+    assert picture.cols[:6] == [*"0123", "<eos>", "<bos>"] and picture.rows[:5] == picture.cols[:5]
+    assert picture.weights.shape == (4, 5 + answer, 5 + answer)
+    assert np.all(np.triu(picture.weights, 1) == 0)
+    refused = jab_here("show-attention", "--run", "runs/d", "--kind", "cross", cwd=tmp_path,
+                       check=False)  # fmt: skip
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "model.arch=decoder run has no cross attention" in refused.stderr
+
+
+def test_a_decoder_form_group_interrupted_and_resumed_ends_bitwise_equal_to_an_uninterrupted_one(
+    tmp_path,
+):
+    group = [*TINY, "--set", "model.arch=decoder", "--seeds", "3", "--steps", "150",
+             "--set", "train.log_every=25"]  # fmt: skip
+    jab_here("train", *group, "--out", "whole", cwd=tmp_path)
+    # Ctrl-C at step 50 of 150: the signal lands mid-run
+    code, _out, err = interrupt_after(["train", *group, "--out", "cut"], tmp_path,
+                                      Path("cut/seed-2"), 2)  # fmt: skip
+    assert code == 130, err
+    assert len((tmp_path / "cut/seed-2/metrics.jsonl").read_text().splitlines()) < 6
+    jab_here("resume", "cut", cwd=tmp_path)
+    for seed in range(3):
+        whole, cut = (tmp_path / name / f"seed-{seed}" for name in ("whole", "cut"))
+        records = [(run / "metrics.jsonl").read_text().splitlines() for run in (whole, cut)]
+        assert len(records[0]) == 6
+        strip = [[{k: v for k, v in json.loads(line).items() if k not in ("steps_per_sec",
+                  "elapsed_s")} for line in lines] for lines in records]  # fmt: skip
+        assert strip[0] == strip[1]
+        final = [np.load(run / "checkpoints/step-00000150.npz") for run in (whole, cut)]
+        assert final[0].files == final[1].files
+        for name in final[0].files:
+            np.testing.assert_array_equal(final[0][name], final[1][name], err_msg=name)

@@ -365,8 +365,8 @@ def test_the_encoder_form_refuses_a_scheme_that_pairs_source_and_answer_position
             resolve("copy", sets=["model.arch=encoder", f"model.pos_encoding={scheme}"])
     with pytest.raises(JabError, match=r"model.arch=encoder has no decoder"):
         resolve("copy", sets=["model.arch=encoder", "model.tgt_pos_encoding=rope"])
-    with pytest.raises(JabError, match=r"model.arch must be one of encoder_decoder, encoder"):
-        resolve("copy", sets=["model.arch=decoder"])
+    with pytest.raises(JabError, match=r"^model.arch must be one of encoder_decoder, .*'gpt'$"):
+        resolve("copy", sets=["model.arch=gpt"])
     # The input and its slots share the positions: a longest input needs both.
     experiment = resolve(
         "duplicate", sets=["model.arch=encoder", "model.max_positions=40", "task.max_len=8"]
@@ -388,3 +388,135 @@ def test_the_encoder_form_trains_looped_pre_norm_with_dropout_and_several_seeds_
     assert losses.shape == (2,) and np.isfinite(losses).all() and losses[0] != losses[1]
     assert list(np.asarray(state.step)) == [5, 5]
     assert trainer.flops and trainer.parameters
+
+
+# The decoder-only form (model.arch=decoder, decoder_only.py): the input, then the answer,
+# in one causal sequence.
+
+DECODER_FORM = ["model.arch=decoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
+                "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
+
+
+def decoder_form(task="reverse", *sets, scale=3):
+    """A decoder-form experiment, its weights `scale` times those it starts with (larger,
+    so that answers vary from token to token), and a batch of it."""
+    from jabcli.training.training import init
+
+    experiment = resolve(task, sets=[*DECODER_FORM, *sets])
+    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
+    return experiment, params, experiment.sample(jax.random.PRNGKey(1), 16)
+
+
+def test_the_decoder_form_reads_the_input_then_the_answer_so_far_and_nothing_after():
+    experiment, params, batch = decoder_form()
+    forward = jax.jit(experiment.model.forward)
+    logits, attention = forward(params, None, batch.src, batch.tgt_in)
+    assert logits.shape == (*batch.tgt_out.shape, len(experiment.tokenizer))
+    # One causal self-attention over the input and the answer: no encoder, no cross.
+    src_width, answer_width = batch.src.shape[1], batch.tgt_in.shape[1]
+    assert attention.encoder is None and attention.cross is None
+    assert attention.decoder.shape == (2, 16, 4, src_width + answer_width, src_width + answer_width)
+    # The first answer step reads every input token (<eos> too) and <bos>, no padding (at
+    # the weights it starts with, no score so low that its weight rounds to 0).
+    _, start, _ = decoder_form(scale=1)
+    _, attention = forward(start, None, batch.src, batch.tgt_in)
+    tokens = np.sum(np.asarray(batch.src) != PAD_ID, axis=1)
+    read = np.asarray(attention.decoder[0, :, 0, src_width]) > 0
+    np.testing.assert_array_equal(read.sum(axis=1), tokens + 1)
+    assert not read[:, :src_width][np.asarray(batch.src) == PAD_ID].any()
+    # A later answer token changes no earlier step's logits, and does change its own.
+    changed = batch.tgt_in.at[:, 3].set(7)
+    later, _ = forward(params, None, batch.src, changed)
+    np.testing.assert_allclose(later[:, :3], logits[:, :3], atol=1e-5)
+    assert not np.allclose(later[:, 3:], logits[:, 3:], atol=1e-5)
+    # More padding after the input or after the answer changes no answer step.
+    wider, _ = forward(
+        params, None, jnp.pad(batch.src, ((0, 0), (0, 3))), jnp.pad(batch.tgt_in, ((0, 0), (0, 2)))
+    )
+    answer = np.asarray(batch.tgt_out != PAD_ID)
+    np.testing.assert_allclose(wider[:, :answer_width][answer], logits[answer], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "pos_encoding, sets",
+    [(name, []) for name in SCHEMES]
+    + [("rope", ["model.norm=pre", "model.num_layers=1", "model.loops=3"])],
+)
+def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decoding(
+    pos_encoding, sets
+):
+    experiment, params, batch = decoder_form("reverse", f"model.pos_encoding={pos_encoding}", *sets)
+    width = batch.tgt_in.shape[1]
+    positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
+    fast = greedy_decode(experiment.model, params, batch.src, width, *positions)
+    slow = greedy_decode_full(experiment.model, params, batch.src, width, *positions)
+    np.testing.assert_array_equal(fast, slow)
+    assert len(np.unique(np.asarray(fast))) > 3
+    # Forced to the answers' true lengths, cached decoding still matches.
+    lengths = jnp.sum(batch.tgt_out != PAD_ID, axis=1) - 1
+    np.testing.assert_array_equal(
+        greedy_decode(experiment.model, params, batch.src, width, *positions, lengths),
+        greedy_decode_full(experiment.model, params, batch.src, width, *positions, lengths),
+    )
+    # Padding in the middle of the sequence is masked in the cache too: more of it after
+    # the input changes no answer.
+    wider = jnp.pad(batch.src, ((0, 0), (0, 3)))
+    more = experiment.positions(jax.random.PRNGKey(0), wider, width)
+    if pos_encoding not in ("randomized", "coupled_sinusoidal"):  # (they draw afresh)
+        np.testing.assert_array_equal(
+            greedy_decode(experiment.model, params, wider, width, *more), fast
+        )
+
+
+def test_the_decoder_forms_positions_count_on_from_the_input_or_couple_to_it():
+    experiment, _, batch = decoder_form("reverse")
+    width = batch.tgt_in.shape[1]
+    src_positions, tgt_positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
+    tokens = np.sum(np.asarray(batch.src) != PAD_ID, axis=1)
+    for row, n in enumerate(tokens):  # one count: the input's tokens, then the answer's
+        whole = np.concatenate([src_positions[row, :n], tgt_positions[row, :n]])
+        np.testing.assert_array_equal(whole, np.arange(2 * n))
+    # Coupled: the step writing answer symbol t of a reverse is at input symbol n-1-t's.
+    coupled, _, batch = decoder_form("reverse", "model.pos_encoding=coupled")
+    src_positions, tgt_positions = coupled.positions(jax.random.PRNGKey(0), batch.src, width)
+    for row, n in enumerate(np.sum(np.asarray(batch.src) > EOS_ID, axis=1)):
+        np.testing.assert_array_equal(tgt_positions[row, :n], src_positions[row, :n][::-1])
+    # Coupled positions number each side, one-count ones the whole sequence.
+    assert coupled.longest_input() > experiment.longest_input()
+
+
+def test_the_decoder_form_refuses_in_one_line_what_it_cannot_read():
+    with pytest.raises(JabError, match=r"^model.arch=decoder reads the input and the answer as one "
+                       r"sequence, with one positional scheme: .* not rope for the input and "
+                       r"sinusoidal for the answer$"):  # fmt: skip
+        resolve("copy", sets=["model.arch=decoder", "model.src_pos_encoding=rope"])
+    with pytest.raises(JabError, match=r"^task parity_check does not say which input symbol"):
+        resolve("parity_check", sets=["model.arch=decoder", "model.pos_encoding=coupled"])
+    with pytest.raises(JabError, match=r"^model.d_model / model.num_heads|rope rotates pairs"):
+        resolve("copy", sets=["model.arch=decoder", "model.pos_encoding=rope",
+                              "model.d_model=12", "model.num_heads=4"])  # fmt: skip
+    # The input and its answer share the positions: a longest input needs both.
+    experiment = resolve(
+        "duplicate", sets=["model.arch=decoder", "model.max_positions=40", "task.max_len=8"]
+    )
+    assert experiment.longest_input() == 12  # 12 symbols, <eos>, 24 answer tokens and <eos>
+    with pytest.raises(JabError, match="needs 41 positions"):
+        experiment.check_length(13, "length 13")
+
+
+def test_the_decoder_form_learns_copy_in_a_few_hundred_steps_with_several_seeds_at_once():
+    from jabcli.evaluation.evaluate import HeldOut, evaluate
+    from jabcli.training.training import Trainer, seed_state
+
+    sets = ["task.max_len=5", "task.alphabet=0123", "train.batch_size=32", "train.steps=300",
+            "train.seeds=2", "train.log_every=300"]  # fmt: skip
+    experiment = resolve("copy", sets=[*DECODER_FORM, *sets])
+    assert experiment.packs  # two examples a row
+    trainer = Trainer(experiment)
+    state, metrics = trainer.chunk(trainer.state, jnp.asarray(300, jnp.int32))
+    losses = np.asarray(metrics["loss"])
+    assert losses.shape == (2,) and np.isfinite(losses).all() and losses[0] != losses[1]
+    for seed in range(2):
+        params = seed_state(state, seed).params
+        scores = evaluate(experiment, params, jax.random.PRNGKey(7), HeldOut(100, 1, 5))
+        assert scores["seq_acc"] > 0.9, scores["seq_acc"]

@@ -31,6 +31,9 @@ def forward(experiment, params, rows: Rows):
         ("sort", "rope", []),
         # a hint before every symbol; cross-attention scaled by the source's own length
         ("shift", "distance", ["task.index_hints=true"]),
+        # decoder-only: one causal sequence, the input's padding in its middle
+        ("reverse", "rope", ["model.arch=decoder"]),
+        ("addition", "coupled", ["model.arch=decoder"]),
     ],
 )
 def test_an_example_packed_beside_another_gets_the_logits_it_gets_alone(task, encoding, extra):

@@ -225,7 +225,8 @@ class Run:
     ) -> Attention:
         """One layer's attention while answering `text` (default: a random held-out
         input), as `jab show-attention`; `kind` None is cross-attention, or a
-        model.arch=encoder run's only one, "encoder"; `layer` -1 is the last."""
+        model.arch=encoder run's only one, "encoder" (model.arch=decoder: "decoder");
+        `layer` -1 is the last."""
         from jabcli.core import runtime
 
         if text is not None and not isinstance(text, str):

@@ -45,7 +45,7 @@ def show_attention(
             "--kind",
             metavar="cross|encoder|decoder",
             help="Which attention to draw (default: cross; a model.arch=encoder run has "
-            "encoder only).",
+            "encoder only, a model.arch=decoder run decoder only).",
         ),
     ] = None,
     layer: Annotated[

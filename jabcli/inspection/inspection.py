@@ -287,8 +287,9 @@ class AttentionMap:
 
 def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> AttentionMap:
     """Decode `text` (default: a random held-out input) and return the `kind` attention
-    ("cross", "encoder" or "decoder"; default: cross, or the encoder form's only one,
-    "encoder") of the pass that produced the answer."""
+    ("cross", "encoder" or "decoder"; default: the form's first, cross for the
+    encoder-decoder) of the pass that produced the answer. A decoder-only model's
+    "decoder" attention is over the input, then the answer."""
     from jabcli.evaluation.decode import attention_weights
 
     experiment = loaded.experiment
@@ -319,6 +320,8 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     src_labels = [tokens[i] for i in src[0]]
     out_labels = [tokens[i] for i in produced]
     in_labels = [tokens[i] for i in tgt_in[0]]
+    if form.prefixed:  # one causal sequence: the input's tokens, then the answer's
+        out_labels, in_labels = src_labels + out_labels, src_labels + in_labels
     matrices, rows, cols = {
         "cross": (weights.cross, out_labels, src_labels),
         "decoder": (weights.decoder, out_labels, in_labels),

@@ -1,11 +1,12 @@
 """What a model form is to the rest of jab (`model.arch`): the contract every form keeps.
 
 A form is a way of reading a task's examples and answering them: the encoder-decoder of
-"Attention Is All You Need" (model.py, the default), which answers token by token, or
-the paper's encoder alone (encoder_only.py), which reads the input followed by empty
-answer slots and answers every token at once. Each form's module defines its `Form`;
-`registry.FORMS` lists them. Nothing outside the model layer asks a form's name: it asks
-the form (`Experiment.form`) the questions below.
+"Attention Is All You Need" (model.py, the default), which answers token by token; the
+paper's encoder alone (encoder_only.py), which reads the input followed by empty answer
+slots and answers every token at once; or a decoder alone (decoder_only.py), which reads
+the input and then its answer so far in one causal sequence, token by token. Each
+form's module defines its `Form`; `registry.FORMS` lists them. Nothing outside the model
+layer asks a form's name: it asks the form (`Experiment.form`) the questions below.
 
 Every form's model functions keep one interface (`ModelFns`), so that training, scoring
 and evaluation need no branch on the form:
@@ -17,7 +18,8 @@ and evaluation need no branch on the form:
 - for a form that answers token by token (`one_pass` False), `encode(params, rng, src,
   positions)` -> memory, `init_cache(params, rng, memory, src_positions, max_out)` ->
   cache, and `decode_step(params, rng, token [B], index, cache, src, tgt_positions,
-  src_positions)` -> (logits [B, V], cache), which `decode.greedy_decode` runs; a
+  src_positions)` -> (logits [B, V], cache), which `decode.greedy_decode` runs (the
+  memory is whatever init_cache reads: the encoder's output, or the source itself); a
   one-pass form leaves them None and is decoded by `decode.one_pass_decode`.
 """
 
@@ -61,6 +63,10 @@ class Form:
     attention: ClassVar[tuple[str, ...]] = ()
     # Whether the form reads a positional scheme (model.pos_encoding) at all.
     positional: ClassVar[bool] = True
+    # Whether the answer continues the input in one causal sequence (a decoder-only
+    # model): its "decoder" attention's queries and keys are the input's tokens, then
+    # the answer's, as `jab show-attention` labels them.
+    prefixed: ClassVar[bool] = False
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """The positional schemes of the input and of the answer, checked: by default one
@@ -76,7 +82,7 @@ class Form:
                 f"model.arch={self.name} has no decoder: set model.pos_encoding, not "
                 f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
             )
-        if type(scheme).pair_positions is not PositionalScheme.pair_positions:
+        if pairs(scheme):
             raise JabError(
                 f"model.pos_encoding={scheme.name} pairs the answer's positions with the "
                 f"input's, and model.arch={self.name} reads one sequence; use another encoding "
@@ -121,3 +127,9 @@ class Form:
         """About what answering one source row `src_width` wide with `answer_width` tokens
         holds at its peak (decode.plan sizes chunks with it)."""
         raise NotImplementedError
+
+
+def pairs(scheme: PositionalScheme) -> bool:
+    """Whether a scheme places the answer's positions from the input's (coupled ones),
+    rather than drawing each side's own."""
+    return type(scheme).pair_positions is not PositionalScheme.pair_positions

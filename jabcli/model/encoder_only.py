@@ -83,11 +83,12 @@ def slot_positions(
     """The positions the encoder form reads for sources [B, S] and `answer_width` slot
     columns: the scheme's draw for each whole sequence (its tokens and its slots: 0, 1,
     2, ..., or for `randomized` sorted random positions), as the source's [B, S] and the
-    slots' [B, answer_width]."""
+    slots' [B, answer_width]. The decoder-only form's answer continues its input the
+    same way (decoder_only.py)."""
     width = src.shape[1] + answer_width
     if width > max_positions:  # static shapes: checked while tracing
         raise JabError(
-            f"sequences of {width} tokens (input and answer slots) do not fit "
+            f"sequences of {width} tokens (input and answer) do not fit "
             f"model.max_positions = {max_positions}"
         )
     tokens = jnp.sum(src != PAD_ID, axis=1)

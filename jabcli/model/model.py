@@ -196,30 +196,39 @@ class EncoderLayer(hk.Module):
 
 class LayerCache(NamedTuple):
     """One decoder layer's keys and values while decoding: its own so far [B, H, T, K]
-    and the encoder's [B, H, S, K]."""
+    and the encoder's [B, H, S, K] (None for a decoder without cross-attention)."""
 
     self_kv: CachedKeyValues
-    cross_kv: CachedKeyValues
+    cross_kv: CachedKeyValues | None
 
 
 class DecoderLayer(hk.Module):
-    """Masked self-attention, cross-attention to the encoder, feed-forward; each Add & Norm."""
+    """Masked self-attention, cross-attention to the encoder, feed-forward; each Add & Norm.
+    Without `cross` (a decoder-only model, decoder_only.py) there is no cross-attention."""
 
-    def __init__(self, cfg: ModelConfig, scheme: PositionalScheme, name: str | None = None):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        scheme: PositionalScheme,
+        cross: bool = True,
+        name: str | None = None,
+    ):
         super().__init__(name=name)
         self.self_attn = MultiHeadAttention(
             cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
         )
-        self.cross_attn = MultiHeadAttention(
-            cfg.num_heads,
-            cfg.d_model,
-            scheme.cross_attention(),
-            causal=False,
-            name="cross_attention",
-        )
+        self.cross_attn = self.cross_block = None
+        if cross:
+            self.cross_attn = MultiHeadAttention(
+                cfg.num_heads,
+                cfg.d_model,
+                scheme.cross_attention(),
+                causal=False,
+                name="cross_attention",
+            )
+            self.cross_block = Residual(cfg, name="cross_attention_residual")
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.self_block = Residual(cfg, name="self_attention_residual")
-        self.cross_block = Residual(cfg, name="cross_attention_residual")
         self.ffn_block = Residual(cfg, name="feed_forward_residual")
 
     def __call__(
@@ -236,15 +245,14 @@ class DecoderLayer(hk.Module):
         index=0,
     ):
         """x [B, Tq, D] at positions [B, Tq] over target keys at `key_positions` and the
-        encoder's `memory` [B, S, D] -> (x, self weights, cross weights, keys and values).
+        encoder's `memory` [B, S, D] -> (x, self weights, cross weights, keys and values);
+        without cross-attention, its weights and keys and values are None.
 
         The encoder's keys and values are projected first; while decoding, the cache
         already holds them (and memory is None)."""
-
-        if cache is None:
-            self_kv, cross_kv = None, self.cross_attn.project_kv(memory, src_positions)
-        else:
-            self_kv, cross_kv = cache
+        self_kv, cross_kv = (None, None) if cache is None else cache
+        if cache is None and self.cross_attn is not None:
+            cross_kv = self.cross_attn.project_kv(memory, src_positions)
 
         def self_attend(h):
             return self.self_attn(h, h, self_mask, positions, key_positions, self_kv, index)
@@ -253,7 +261,9 @@ class DecoderLayer(hk.Module):
             return self.cross_attn(h, None, cross_mask, positions, src_positions, cross_kv)
 
         x, self_weights, self_kv = self.self_block(x, self_attend, is_training)
-        x, cross_weights, cross_kv = self.cross_block(x, cross_attend, is_training)
+        cross_weights = None
+        if self.cross_attn is not None:
+            x, cross_weights, cross_kv = self.cross_block(x, cross_attend, is_training)
         (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
         return x, self_weights, cross_weights, LayerCache(self_kv, cross_kv)
 
@@ -278,10 +288,12 @@ class Transformer(hk.Module):
         src_scheme: PositionalScheme,
         tgt_scheme: PositionalScheme,
         vocab_size: int,
+        cross: bool = True,
         name: str | None = "transformer",
     ):
         super().__init__(name=name)
         self.cfg = cfg
+        self.cross = cross  # whether the decoder attends to the encoder (False: decoder-only)
         # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
         # as large as the positional encoding instead of drowning it out.
         self.embed = hk.Embed(
@@ -298,7 +310,7 @@ class Transformer(hk.Module):
             EncoderLayer(cfg, src_scheme, name=f"encoder_{i}") for i in range(cfg.num_layers)
         ]
         self.decoder_layers = [
-            DecoderLayer(cfg, tgt_scheme, name=f"decoder_{i}") for i in range(cfg.num_layers)
+            DecoderLayer(cfg, tgt_scheme, cross, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
         # One table when both sides share a scheme (a learned one is then shared too).
         self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
@@ -322,10 +334,12 @@ class Transformer(hk.Module):
             return one_pass(x, per_pass)
         return hk.scan(one_pass, x, per_pass, length=self.cfg.loops)
 
-    def by_layer(self, weights: jax.Array) -> jax.Array:
+    def by_layer(self, weights: jax.Array | None) -> jax.Array | None:
         """Attention weights [loops, layers, ...] of every pass -> [loops * layers, ...],
-        a layer per pass, in the order they ran."""
-        return weights if self.cfg.loops == 1 else weights.reshape(-1, *weights.shape[2:])
+        a layer per pass, in the order they ran (None, an attention the model lacks, as is)."""
+        if weights is None or self.cfg.loops == 1:
+            return weights
+        return weights.reshape(-1, *weights.shape[2:])
 
     def embed_tokens(
         self, ids: jax.Array, positions: jax.Array, vectors, is_training: bool
@@ -381,27 +395,36 @@ class Transformer(hk.Module):
         src_segments: jax.Array | None = None,
     ):
         """tgt_in [B, Tq], the target tokens from index `index` on, over the encoder's
-        memory [B, S, D]; `positions` [B, T] are the whole target's; `segments` and
-        `src_segments` say which example each token is of, in packed rows
+        memory [B, S, D]; `positions` [B, T] are the whole target's; `segments` [B, T]
+        (the whole target's too) and `src_segments` say which example each token is of,
+        in packed rows, and which are padding (0)
         -> (logits [B, Tq, V], self and cross weights, cache).
+
+        Without cross-attention (`cross` False) there is no memory, source or cross
+        weights: memory, src and src_positions are None, and so are the cross weights.
 
         The cache has a `LayerCache` per layer; with model.loops > 1 its self-attention
         keys and values are every pass's, [loops, B, H, T, K], and the encoder's, the same
         for every pass, are held once.
 
         Target padding only ever trails the target, so it is always in the future of a
-        real query and the causal mask hides it; cached decoding then matches exactly."""
-        query_len = tgt_in.shape[1]
-        positions = counting(src.shape[0], query_len) if positions is None else positions
-        src_positions = counting(*src.shape) if src_positions is None else src_positions
+        real query and the causal mask hides it; cached decoding then matches exactly.
+        Padding elsewhere (a decoder-only model's source) is masked by `segments`."""
+        batch, query_len = tgt_in.shape
+        positions = counting(batch, query_len) if positions is None else positions
         here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
         x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training)
         self_mask = causal_mask(query_len, positions.shape[1], index)
-        if segments is None:
-            cross_mask = padding_mask(query_len, src)
-        else:  # training on packed rows: no cache, the whole target at once
-            self_mask = self_mask & segment_mask(segments, segments)
-            cross_mask = segment_mask(segments, src_segments)
+        if segments is not None:
+            query_segments = jax.lax.dynamic_slice_in_dim(segments, index, query_len, axis=1)
+            self_mask = self_mask & segment_mask(query_segments, segments)
+        cross_mask = None
+        if self.cross:
+            src_positions = counting(*src.shape) if src_positions is None else src_positions
+            if segments is None:
+                cross_mask = padding_mask(query_len, src)
+            else:  # training on packed rows: no cache, the whole target at once
+                cross_mask = segment_mask(query_segments, src_segments)
 
         def one_pass(x, self_kvs):
             self_weights, cross_weights, new_self_kvs = [], [], []
@@ -424,7 +447,8 @@ class Transformer(hk.Module):
                 new_self_kvs.append(layer_cache.self_kv)
             # Without a cache the keys and values are not kept: a loop's outputs would be.
             kept = None if cache is None else new_self_kvs
-            return x, (jnp.stack(self_weights), jnp.stack(cross_weights), kept)
+            cross = jnp.stack(cross_weights) if self.cross else None
+            return x, (jnp.stack(self_weights), cross, kept)
 
         self_kvs = None if cache is None else [layer_cache.self_kv for layer_cache in cache]
         x, (self_weights, cross_weights, self_kvs) = self.passes(one_pass, x, self_kvs)
@@ -459,16 +483,19 @@ class Transformer(hk.Module):
         )
         return logits, Attention(encoder_weights, decoder_weights, cross_weights)
 
-    def init_cache(self, memory: jax.Array, src_positions: jax.Array, tgt_len: int):
-        """Empty self-attention caches (a pass each, with model.loops > 1) and the
-        encoder's keys and values, computed once."""
-        batch = memory.shape[0]
+    def empty_cache(self, batch: int, tgt_len: int) -> CachedKeyValues:
+        """One decoder layer's empty self-attention keys and values for `tgt_len` target
+        tokens, [B, H, tgt_len, K] (a pass each, [loops, ...], with model.loops > 1)."""
         heads, key_size = self.cfg.num_heads, self.cfg.d_model // self.cfg.num_heads
         passes = () if self.cfg.loops == 1 else (self.cfg.loops,)
-        empty = jnp.zeros((*passes, batch, heads, tgt_len, key_size), memory.dtype)
+        empty = jnp.zeros((*passes, batch, heads, tgt_len, key_size), jnp.float32)
+        return CachedKeyValues(empty, empty)
+
+    def init_cache(self, memory: jax.Array, src_positions: jax.Array, tgt_len: int):
+        """Empty self-attention caches and the encoder's keys and values, computed once."""
         return [
             LayerCache(
-                CachedKeyValues(empty, empty),
+                self.empty_cache(memory.shape[0], tgt_len),
                 heads_first(layer.cross_attn.project_kv(memory, src_positions)),
             )
             for layer in self.decoder_layers
@@ -503,6 +530,17 @@ def build(
     return ModelFns(transformed.init, *transformed.apply)
 
 
+def side_schemes(m: ModelConfig) -> tuple[PositionalScheme, PositionalScheme]:
+    """The schemes of the source and of the target: each side's own key, else
+    model.pos_encoding."""
+    both = get_scheme(m.pos_encoding)
+    src, tgt = (
+        get_scheme(name, f"model.{side}_pos_encoding") if name else both
+        for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
+    )
+    return src, tgt
+
+
 class EncoderDecoder(Form):
     """`model.arch=encoder_decoder`, the default: the encoder reads the input, the decoder
     writes the answer token by token, each side with its own positions (the decoder's
@@ -513,11 +551,7 @@ class EncoderDecoder(Form):
     attention = ("cross", "encoder", "decoder")
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
-        both = get_scheme(m.pos_encoding)
-        src, tgt = (
-            get_scheme(name, f"model.{side}_pos_encoding") if name else both
-            for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
-        )
+        src, tgt = side_schemes(m)
         for scheme in {src.name: src, tgt.name: tgt}.values():
             scheme.check(m.d_model, m.num_heads)
         src.check_pair(tgt, task)

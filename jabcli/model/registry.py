@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from jabcli.core.errors import JabError
 from jabcli.model.contract import Form
+from jabcli.model.decoder_only import Decoder
 from jabcli.model.encoder_only import Encoder
 from jabcli.model.model import EncoderDecoder
 
-FORMS: dict[str, Form] = {form.name: form for form in (EncoderDecoder(), Encoder())}
+FORMS: dict[str, Form] = {form.name: form for form in (EncoderDecoder(), Encoder(), Decoder())}
 
 
 def get_form(name: str) -> Form:
