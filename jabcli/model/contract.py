@@ -59,8 +59,30 @@ class Form:
     packs: ClassVar[bool] = False
     # The attention `jab show-attention` can draw, the default first; () refuses it.
     attention: ClassVar[tuple[str, ...]] = ()
-    # Whether the form reads a positional scheme (model.pos_encoding) at all.
+    # Whether the form reads a positional scheme (model.pos_encoding) at all; a run of a
+    # form that does not records model.pos_encoding as none.
     positional: ClassVar[bool] = True
+    # Whether the form has a memory of cells (model.memory_size, model.memory_cell_size).
+    memory: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        """What a run's description says of its form after the encoding ("copy,
+        sinusoidal, encoder-only"); "" for the default form."""
+        return f"{self.name}-only"
+
+    def check(self, m: ModelConfig) -> None:
+        """Refuse, in one line, a model option the form has no use for: by default the
+        memory's, for a form without one."""
+        if self.memory:
+            return
+        defaults = ModelConfig()
+        for key in ("memory_size", "memory_cell_size"):
+            if getattr(m, key) != getattr(defaults, key):
+                raise JabError(
+                    f"model.{key} sizes the memory of model.arch=stack_rnn or tape_rnn; "
+                    f"model.arch={self.name} has none (got {getattr(m, key)})"
+                )
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """The positional schemes of the input and of the answer, checked: by default one

@@ -6,8 +6,11 @@ from jabcli.core.errors import JabError
 from jabcli.model.contract import Form
 from jabcli.model.encoder_only import Encoder
 from jabcli.model.model import EncoderDecoder
+from jabcli.model.recurrent import LSTM, StackRNN, TapeRNN
 
-FORMS: dict[str, Form] = {form.name: form for form in (EncoderDecoder(), Encoder())}
+FORMS: dict[str, Form] = {
+    form.name: form for form in (EncoderDecoder(), Encoder(), LSTM(), StackRNN(), TapeRNN())
+}
 
 
 def get_form(name: str) -> Form:
