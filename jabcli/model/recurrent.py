@@ -222,12 +222,13 @@ class Recurrent(Form):
 
     def schemes(self, m: ModelConfig, task) -> tuple[PositionalScheme, PositionalScheme]:
         """No scheme: a recurrent form tells tokens apart by the order it reads them in.
-        The default model.pos_encoding (sinusoidal) is taken to mean nothing, as none
-        does; any other encoding is refused."""
-        default = ModelConfig().pos_encoding
+        model.pos_encoding at its default (sinusoidal), which a user who asks for an
+        LSTM has not chosen, means nothing, as none does; any other encoding, and
+        either side's own, is refused."""
+        unset = {"pos_encoding": ("none", ModelConfig().pos_encoding)}
         for key in ("pos_encoding", "src_pos_encoding", "tgt_pos_encoding"):
             value = getattr(m, key)
-            if value not in ("", "none", default if key == "pos_encoding" else ""):
+            if value not in ("", *unset.get(key, ())):
                 raise JabError(
                     f"model.arch={self.name} reads no positions: leave model.{key} unset "
                     f"(got {value!r})"
