@@ -210,8 +210,10 @@ def test_options_a_recurrent_form_cannot_use_are_refused_in_one_line(sets, messa
 
 
 def test_a_recurrent_run_records_that_it_reads_no_positions_and_takes_its_memory_size():
-    experiment = resolve("copy", sets=["model.arch=tape_rnn", "model.pos_encoding=sinusoidal"])
+    experiment = resolve("duplicate", sets=["model.arch=tape_rnn", "model.max_positions=16",
+                                            "model.pos_encoding=sinusoidal"])  # fmt: skip
     assert experiment.config.model.pos_encoding == "none"  # the default, never read
+    experiment.check_length(500, "length 500")  # no position limits its inputs
     bigger = resolve("copy", sets=["model.arch=stack_rnn", "model.memory_size=12",
                                    "model.memory_cell_size=3", "task.max_len=4"])  # fmt: skip
     from jabcli.training.training import init
@@ -222,7 +224,27 @@ def test_a_recurrent_run_records_that_it_reads_no_positions_and_takes_its_memory
     assert trace.cells.shape[2:] == (12, 3)
 
 
-def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp_path):
+def test_what_decoding_a_recurrent_run_holds_is_counted_a_little_above_what_it_compiles_to():
+    """`jab eval` sizes its chunks, and refuses lengths, by `Form.decode_bytes`."""
+    from jabcli.core import memory
+    from jabcli.evaluation import decode
+    from jabcli.training.training import init
+
+    for arch in FORMS:
+        experiment = resolve("duplicate", sets=[f"model.arch={arch}", "model.d_model=64"])
+        params = init(experiment, 0).params
+        rows, source, answer = 8, 101, 202
+        src = jnp.full((rows, source), 3, jnp.int32).at[:, -1].set(2)
+        positions = experiment.positions(jax.random.PRNGKey(0), src, answer)
+        program = decode.one_pass_decode.lower(
+            experiment.model, params, src, answer, *positions
+        ).compile()
+        compiled = memory.program_bytes(program) / rows
+        counted = decode.decode_bytes(experiment, source, answer)
+        assert compiled <= counted <= 2 * compiled, (arch, compiled, counted)
+
+
+def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp_path, monkeypatch):
     """Every command that works on a run works on a recurrent one; show-attention, which
     has no attention to draw, says so in one line."""
     form = ["--set", "model.arch=lstm", "--seeds", "2"]
@@ -247,3 +269,38 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     refused = jab_here("show-attention", "--run", "runs/l/seed-0", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and refused.stdout == ""
     assert refused.stderr.strip() == "jab: error: a model.arch=lstm run has no attention to draw"
+    # Any length, as far as memory goes: one that would not fit is refused in one line.
+    from jabcli.core import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**20)
+    too_long = ["--lengths", "3000-3000", "--samples", "1"]
+    refused = jab_here("eval", "--run", "runs/l", *too_long, cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert refused.stderr.startswith("jab: error: decoding an input of 3000 symbols needs about")
+
+
+def test_a_study_grids_model_arch_over_the_recurrent_forms_and_measures_each(tmp_path):
+    """A cell with `model.arch: lstm` is an ordinary run; a cell asking a recurrent form
+    for an encoding is refused before anything trains."""
+    base = """
+name: forms
+base:
+  task: parity_check
+  steps: 40
+  set: {task.max_len: 4, model.d_model: 16, train.batch_size: 16, train.eval_every: 20,
+        train.log_every: 20}
+evaluate: {lengths: 1-6, samples: 5}
+"""
+    study = tmp_path / "forms.yaml"
+    study.write_text(base + "parameters:\n  model.arch: {values: [lstm, stack_rnn]}\n")
+    jab_here("study", "run", study, cwd=tmp_path)
+    shown = json.loads(jab_here("study", "show", "runs/forms", "--json", cwd=tmp_path).stdout)
+    assert [c["state"] for c in shown["cells"]] == ["measured", "measured"]
+    config = (tmp_path / "runs/forms/lstm/config.yaml").read_text()
+    assert "arch: lstm" in config and "pos_encoding: none" in config
+    study.write_text(base + "rows:\n  - {name: rope, set: {model.arch: lstm, "
+                     "model.pos_encoding: rope}}\n")  # fmt: skip
+    refused = jab_here("study", "run", study, "--out", "runs/bad", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "model.arch=lstm reads no positions" in refused.stderr
+    assert not (tmp_path / "runs/bad").exists()

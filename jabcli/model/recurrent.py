@@ -41,8 +41,8 @@ from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID
 from jabcli.model.contract import Form, ModelFns
-from jabcli.model.encoder_only import answer_slots, slot_positions, slotted
-from jabcli.model.positions import PositionalScheme, get_scheme
+from jabcli.model.encoder_only import answer_slots, slotted
+from jabcli.model.positions import PositionalScheme, counting, get_scheme
 
 # The stack's actions, in the order of the paper's softmax.
 PUSH, POP, NO_OP = range(3)
@@ -248,17 +248,22 @@ class Recurrent(Form):
         transformed = hk.transform(forward)
         return ModelFns(transformed.init, transformed.apply, None, None, None)
 
+    def positions_needed(self, src_scheme, tgt_scheme, source: int, answer: int) -> int:
+        """None: model.max_positions bounds no input of a recurrent form (the memory
+        decoding takes does, `decode_bytes`)."""
+        return 0
+
     def positions(self, key, src_scheme, tgt_scheme, task, src, answer_width, limit):
-        """0, 1, 2, ... over the input and its slots, which the model never reads; the
-        sequence must still fit model.max_positions, the longest a run takes."""
-        return slot_positions(key, src_scheme, task, src, answer_width, limit)
+        """0, 1, 2, ... on either side, which the model never reads."""
+        return counting(*src.shape), counting(src.shape[0], answer_width)
 
     def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
-        """The one-hot tokens, the core's outputs and gates, and the memory after every
-        step (`MemoryTrace`), over the source and its slots."""
+        """Every step's one-hot token (a vocabulary of about 64) and output, twice over
+        for the scan's copies, and the memory. Decoding drops the `MemoryTrace`: XLA
+        keeps no step's memory it is not asked for."""
         n = src_width + answer_width
         memory = self.cells(m) * m.memory_cell_size if self.memory else 0
-        return 4 * n * (256 + 8 * m.d_model + memory)
+        return 4 * (2 * n * (64 + m.d_model) + memory)
 
 
 class LSTM(Recurrent):
