@@ -194,7 +194,7 @@ def test_a_tape_rnn_run_stopped_and_resumed_ends_bit_equal_to_one_trained_straig
          "model.memory_cell_size sizes the memory of model.arch=stack_rnn or tape_rnn; "
          "model.arch=encoder_decoder has none (got 4)"),
         (["model.arch=stack_rnn", "model.memory_size=1"],
-         "model.memory_size must be at least 2 for stack_rnn, got 1"),
+         "model.memory_size must be 0 (the paper's 30 cells) or at least 2 for stack_rnn, got 1"),
         (["model.arch=tape_rnn", "model.memory_cell_size=0"],
          "model.memory_cell_size must be positive, got 0"),
         (["model.arch=tape_rnn", "model.memory_size=-1"],

@@ -3,7 +3,8 @@
 A form is a way of reading a task's examples and answering them: the encoder-decoder of
 "Attention Is All You Need" (model.py, the default), which answers token by token, or
 the paper's encoder alone (encoder_only.py), which reads the input followed by empty
-answer slots and answers every token at once. Each form's module defines its `Form`;
+answer slots and answers every token at once, as the paper's recurrent models
+(recurrent.py: an LSTM, a Stack-RNN, a Tape-RNN) do. Each form's module defines its `Form`;
 `registry.FORMS` lists them. Nothing outside the model layer asks a form's name: it asks
 the form (`Experiment.form`) the questions below.
 

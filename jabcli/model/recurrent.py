@@ -218,7 +218,10 @@ class Recurrent(Form):
     def check(self, m: ModelConfig) -> None:
         super().check(m)
         if self.memory and m.memory_size == 1:
-            raise JabError(f"model.memory_size must be at least 2 for {self.name}, got 1")
+            raise JabError(
+                f"model.memory_size must be 0 (the paper's {self.memory_cells} cells) or at "
+                f"least 2 for {self.name}, got 1"
+            )
 
     def schemes(self, m: ModelConfig, task) -> tuple[PositionalScheme, PositionalScheme]:
         """No scheme: a recurrent form tells tokens apart by the order it reads them in.
