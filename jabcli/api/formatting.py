@@ -63,9 +63,13 @@ def run_labels(paths: list[str]) -> list[str]:
 
 
 def model_form(arch: str | None) -> str:
-    """', encoder-only' after a run's encoding where its model is not the default
-    encoder-decoder (model.arch); '' where it is."""
-    return "" if arch in (None, "encoder_decoder") else f", {arch}-only"
+    """', encoder-only' (the form's `label`) after a run's encoding where its model is
+    not the default encoder-decoder (model.arch); '' where it is."""
+    from jabcli.model.registry import FORMS
+
+    form = FORMS.get(arch or "encoder_decoder")
+    label = form.label if form else f"{arch}-only"
+    return f", {label}" if label else ""
 
 
 def training_header(experiment, path, parameters: int, flops: float | None) -> str:

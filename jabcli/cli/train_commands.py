@@ -168,4 +168,8 @@ def finish(training) -> None:
             "Target not reached; to train longer:",
             [f"jab resume {path} --steps {2 * outcome.step}"],
         )
-    commands("Next:", [f"jab eval --run {path}", f"jab show-attention --run {one}"])
+    from jabcli.model.registry import get_form
+
+    config, _ = outcome.runs[0].load_config()
+    drawn = [f"jab show-attention --run {one}"] if get_form(config.model.arch).attention else []
+    commands("Next:", [f"jab eval --run {path}", *drawn])

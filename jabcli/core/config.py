@@ -61,6 +61,8 @@ class ModelConfig:
     tgt_pos_encoding: str = ""  # the decoder's ("" means pos_encoding)
     max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
     arch: str = "encoder_decoder"  # the model form (model/registry.py: FORMS)
+    memory_size: int = 0  # stack_rnn, tape_rnn: cells of the stack or tape (0: the paper's)
+    memory_cell_size: int = 8  # stack_rnn, tape_rnn: numbers a cell holds (the paper's 8)
 
     @property
     def positions(self) -> str:
@@ -275,6 +277,7 @@ def validate(config: Config) -> None:
         "model.loops": m.loops,
         "model.d_ff": m.d_ff,
         "model.max_positions": m.max_positions,
+        "model.memory_cell_size": m.memory_cell_size,
         "train.batch_size": tr.batch_size,
         "train.steps": tr.steps,
         "train.seeds": tr.seeds,
@@ -292,6 +295,7 @@ def validate(config: Config) -> None:
         "train.weight_decay": tr.weight_decay,
         "train.clip_norm": tr.clip_norm,
         "train.seed": tr.seed,
+        "model.memory_size": m.memory_size,
     }.items():
         if value < 0:
             raise JabError(f"{key} must be zero or more, got {value}")

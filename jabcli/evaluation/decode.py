@@ -12,8 +12,9 @@ Given `lengths` [B], the answers' true lengths, decoding is forced to that lengt
 so what is scored is the content alone. Given `limits` [B], a row stops after that many
 tokens: no answer is longer than the task allows for its source (`answer`).
 
-The encoder form (model.arch=encoder, encoder_only.py) feeds nothing back: its answer
-is one pass, every slot's token chosen at once by the same rule (`one_pass_decode`).
+The encoder form (model.arch=encoder, encoder_only.py) and the recurrent forms
+(recurrent.py) feed nothing back: their answer is one pass, every slot's token chosen
+at once by the same rule (`one_pass_decode`).
 
 `decode_rows` decodes any number of sources in bounded memory: sorted by length and cut
 into chunks of similar length, each as wide as its longest source (rounded up to one of

@@ -3,10 +3,11 @@
 A form is a way of reading a task's examples and answering them: the encoder-decoder of
 "Attention Is All You Need" (model.py, the default), which answers token by token; the
 paper's encoder alone (encoder_only.py), which reads the input followed by empty answer
-slots and answers every token at once; or a decoder alone (decoder_only.py), which reads
-the input and then its answer so far in one causal sequence, token by token. Each
-form's module defines its `Form`; `registry.FORMS` lists them. Nothing outside the model
-layer asks a form's name: it asks the form (`Experiment.form`) the questions below.
+slots and answers every token at once, as the paper's recurrent models (recurrent.py: an
+LSTM, a Stack-RNN, a Tape-RNN) do; or a decoder alone (decoder_only.py), which reads the
+input and then its answer so far in one causal sequence, token by token. Each form's
+module defines its `Form`; `registry.FORMS` lists them. Nothing outside the model layer
+asks a form's name: it asks the form (`Experiment.form`) the questions below.
 
 Every form's model functions keep one interface (`ModelFns`), so that training, scoring
 and evaluation need no branch on the form:
@@ -61,12 +62,34 @@ class Form:
     packs: ClassVar[bool] = False
     # The attention `jab show-attention` can draw, the default first; () refuses it.
     attention: ClassVar[tuple[str, ...]] = ()
-    # Whether the form reads a positional scheme (model.pos_encoding) at all.
+    # Whether the form reads a positional scheme (model.pos_encoding) at all; a run of a
+    # form that does not records model.pos_encoding as none.
     positional: ClassVar[bool] = True
     # Whether the answer continues the input in one causal sequence (a decoder-only
     # model): its "decoder" attention's queries and keys are the input's tokens, then
     # the answer's, as `jab show-attention` labels them.
     prefixed: ClassVar[bool] = False
+    # Whether the form has a memory of cells (model.memory_size, model.memory_cell_size).
+    memory: ClassVar[bool] = False
+
+    @property
+    def label(self) -> str:
+        """What a run's description says of its form after the encoding ("copy,
+        sinusoidal, encoder-only"); "" for the default form."""
+        return f"{self.name}-only"
+
+    def check(self, m: ModelConfig) -> None:
+        """Refuse, in one line, a model option the form has no use for: by default the
+        memory's, for a form without one."""
+        if self.memory:
+            return
+        defaults = ModelConfig()
+        for key in ("memory_size", "memory_cell_size"):
+            if getattr(m, key) != getattr(defaults, key):
+                raise JabError(
+                    f"model.{key} sizes the memory of model.arch=stack_rnn or tape_rnn; "
+                    f"model.arch={self.name} has none (got {getattr(m, key)})"
+                )
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """The positional schemes of the input and of the answer, checked: by default one

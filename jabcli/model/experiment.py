@@ -85,8 +85,13 @@ class Experiment:
             )
         if isinstance(task, FileTask):
             task.check_lengths(t.min_len, t.max_len)
-        src_scheme, tgt_scheme = get_form(m.arch).schemes(m, task)
-        config = dataclasses.replace(config, task=dataclasses.replace(t, alphabet=task.alphabet))
+        form = get_form(m.arch)
+        form.check(m)
+        src_scheme, tgt_scheme = form.schemes(m, task)
+        if not form.positional:  # its default encoding was never read: the config says so
+            m = dataclasses.replace(m, pos_encoding=src_scheme.name)
+        t = dataclasses.replace(t, alphabet=task.alphabet)
+        config = dataclasses.replace(config, task=t, model=m)
         model = build_model(m, src_scheme, tgt_scheme, len(tokenizer), task)
         experiment = cls(config, task, tokenizer, src_scheme, tgt_scheme, model)
         experiment.check_length(t.max_len, f"task.max_len {t.max_len}")

@@ -547,6 +547,7 @@ class EncoderDecoder(Form):
     scheme pairs them with the encoder's, `pair_positions`)."""
 
     name = "encoder_decoder"
+    label = ""
     packs = True
     attention = ("cross", "encoder", "decoder")
 

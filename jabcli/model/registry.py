@@ -7,8 +7,12 @@ from jabcli.model.contract import Form
 from jabcli.model.decoder_only import Decoder
 from jabcli.model.encoder_only import Encoder
 from jabcli.model.model import EncoderDecoder
+from jabcli.model.recurrent import LSTM, StackRNN, TapeRNN
 
-FORMS: dict[str, Form] = {form.name: form for form in (EncoderDecoder(), Encoder(), Decoder())}
+FORMS: dict[str, Form] = {
+    form.name: form
+    for form in (EncoderDecoder(), Encoder(), Decoder(), LSTM(), StackRNN(), TapeRNN())
+}
 
 
 def get_form(name: str) -> Form:

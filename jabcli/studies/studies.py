@@ -165,6 +165,8 @@ ADDED_LATER = (
     ("task", "count_from"),
     ("model", "arch"),
     ("task", "scratchpad"),
+    ("model", "memory_size"),
+    ("model", "memory_cell_size"),
 )
 
 
