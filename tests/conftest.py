@@ -56,6 +56,7 @@ LONGEST_FIRST = (
     "test_model.py",
     "test_runs.py",
     "test_tasks.py",
+    "test_recurrent.py",
     "test_positions.py",
     "test_logging.py",
     "test_seeds.py",

@@ -200,7 +200,7 @@ def test_a_tape_rnn_run_stopped_and_resumed_ends_bit_equal_to_one_trained_straig
         (["model.arch=tape_rnn", "model.memory_size=-1"],
          "model.memory_size must be zero or more, got -1"),
         (["model.arch=rnn"],
-         "model.arch must be one of encoder_decoder, encoder, lstm, stack_rnn, tape_rnn"),
+         "model.arch must be one of encoder_decoder, encoder, decoder, lstm, stack_rnn, tape_rnn"),
     ],
 )  # fmt: skip
 def test_options_a_recurrent_form_cannot_use_are_refused_in_one_line(sets, message):
