@@ -61,6 +61,26 @@ def test_push_pop_and_no_op_move_the_stack_as_the_papers_stack_rnn_does():
     np.testing.assert_allclose(after(mixed), [5.25, 1.75, 1.75])
 
 
+def test_the_tapes_jumps_pass_back_the_gradient_of_a_plain_roll():
+    """`roll_rows` has its own gradient (the opposite roll, faster than JAX's scatter):
+    it must be the one jnp.roll of each row would give."""
+    import jax
+    import jax.numpy as jnp
+
+    from jabcli.model.recurrent import roll_rows
+
+    cells = jax.random.normal(jax.random.PRNGKey(0), (3, 7, 2))
+    shift = jnp.array([0, 3, -9])
+    weights = jax.random.normal(jax.random.PRNGKey(1), (3, 7, 2))
+
+    def plain(cells):
+        rolled = jnp.stack([jnp.roll(row, int(s), axis=0) for row, s in zip(cells, shift)])
+        return jnp.sum(weights * rolled**2)
+
+    ours = jax.grad(lambda cells: jnp.sum(weights * roll_rows(cells, shift) ** 2))(cells)
+    np.testing.assert_allclose(ours, jax.grad(plain)(cells), rtol=1e-6)
+
+
 def test_the_tape_is_written_under_its_head_then_stays_moves_or_jumps_the_inputs_length():
     tape, value = cells(1, 2, 3, 4, 5), jnp.asarray([[9.0]])
 

@@ -78,16 +78,34 @@ def update_tape(
     -jump and +jump cells, `jump` [B] the number of symbols in each row's input; the tape
     is a ring."""
     written = tape.at[:, 0].set(value)
-    cells = tape.shape[1]
+    moved = [
+        written,
+        jnp.roll(written, -1, axis=1),
+        jnp.roll(written, 1, axis=1),
+        roll_rows(written, -jump),
+        roll_rows(written, jump),
+    ]
+    return sum(actions[:, a, None, None] * tape for a, tape in enumerate(moved))
 
-    def rolled(shift: jax.Array) -> jax.Array:  # jnp.roll(written, shift[b], axis=1) per row
-        index = (jnp.arange(cells)[None, :] - shift[:, None]) % cells
-        return jnp.take_along_axis(written, index[:, :, None], axis=1)
 
-    one = jnp.ones_like(jump)
-    shifts = {STAY: 0 * one, LEFT: -one, RIGHT: one, JUMP_LEFT: -jump, JUMP_RIGHT: jump}
-    moved = jnp.stack([rolled(shifts[action]) for action in range(len(shifts))], axis=1)
-    return jnp.einsum("bamc,ba->bmc", moved, actions)
+@jax.custom_vjp
+def roll_rows(cells: jax.Array, shift: jax.Array) -> jax.Array:
+    """`jnp.roll(cells[b], shift[b], axis=0)` for every row b of cells [B, M, C]: a gather,
+    whose gradient is the opposite roll (another gather), not the scatter-add JAX would
+    derive, several times slower on the CPU."""
+    index = (jnp.arange(cells.shape[1])[None, :] - shift[:, None]) % cells.shape[1]
+    return jnp.take_along_axis(cells, index[:, :, None], axis=1)
+
+
+def _roll_rows_forward(cells, shift):
+    return roll_rows(cells, shift), shift
+
+
+def _roll_rows_backward(shift, gradient):
+    return roll_rows(gradient, -shift), None
+
+
+roll_rows.defvjp(_roll_rows_forward, _roll_rows_backward)
 
 
 class StackRNNCore(hk.RNNCore):
