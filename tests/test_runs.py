@@ -514,7 +514,7 @@ def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again
     stored = tmp_path / "program.bin"
     stored.write_bytes(b"a stored program")
     lower = jax.jit(lambda x: x * 2 + 1).lower(jnp.arange(3))
-    program = runtime.Loaded(broken, stored, lambda: lower)
+    program = runtime.StoredProgram(broken, stored, lambda: lower)
     np.testing.assert_array_equal(program(jnp.arange(3)), [1, 3, 5])
     assert not stored.exists()
     np.testing.assert_array_equal(program(jnp.arange(3) + 1), [3, 5, 7])

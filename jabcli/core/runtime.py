@@ -157,7 +157,7 @@ def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Call
     compilation cache handed over never does once stored again (it loads, then fails to
     run), so a program that cache already holds (compiled by an earlier version of jab,
     say) is compiled once more with it off, and that is stored; and a stored program
-    that fails on its first run is removed and compiled again (`Loaded`)."""
+    that fails on its first run is removed and compiled again (`StoredProgram`)."""
     global _listening
     import jax
     from jax.experimental import serialize_executable
@@ -169,7 +169,7 @@ def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Call
     path = kept_path(experiment, "programs", where, ".bin")
     try:
         stored = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
-        return Loaded(stored, path, lower)
+        return StoredProgram(stored, path, lower)
     except Exception:  # absent or unreadable: compile it
         pass
     if not _listening:
@@ -208,7 +208,7 @@ def uncached(lower: Callable[[], Any]) -> Any:
             compilation_cache.reset_cache()
 
 
-class Loaded:
+class StoredProgram:
     """A program `stored_program` read from `path`, checked by its first run: if that
     fails, the stored copy is removed and the program compiled from `lower` instead."""
 
