@@ -95,16 +95,12 @@ class Form:
         """The positional schemes of the input and of the answer, checked: by default one
         scheme for the whole sequence, which must not pair the answer's positions with
         the input's, and no decoder's own encoding."""
-        scheme = (
-            get_scheme(m.src_pos_encoding, "model.src_pos_encoding")
-            if m.src_pos_encoding
-            else get_scheme(m.pos_encoding)
-        )
         if m.tgt_pos_encoding:
             raise JabError(
                 f"model.arch={self.name} has no decoder: set model.pos_encoding, not "
                 f"model.tgt_pos_encoding (got {m.tgt_pos_encoding!r})"
             )
+        scheme, _ = side_schemes(m)
         if pairs(scheme):
             raise JabError(
                 f"model.pos_encoding={scheme.name} pairs the answer's positions with the "
@@ -156,3 +152,20 @@ def pairs(scheme: PositionalScheme) -> bool:
     """Whether a scheme places the answer's positions from the input's (coupled ones),
     rather than drawing each side's own."""
     return type(scheme).pair_positions is not PositionalScheme.pair_positions
+
+
+def side_schemes(m: ModelConfig) -> tuple[PositionalScheme, PositionalScheme]:
+    """The schemes of the source and of the target: each side's own key, else
+    model.pos_encoding."""
+    both = get_scheme(m.pos_encoding)
+    src, tgt = (
+        get_scheme(name, f"model.{side}_pos_encoding") if name else both
+        for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
+    )
+    return src, tgt
+
+
+def layer_bytes(m: ModelConfig, queries: int, keys: int) -> int:
+    """Bytes of one attention layer's scores and activations for `queries` tokens that
+    attend to `keys` (what a form's `decode_bytes` counts one layer at a time)."""
+    return 4 * (2 * m.num_heads * queries * keys + queries * (8 * m.d_model + 2 * m.d_ff))

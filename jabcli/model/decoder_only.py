@@ -40,9 +40,9 @@ import jax.numpy as jnp
 from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.model.contract import Form, ModelFns, pairs
+from jabcli.model.contract import Form, ModelFns, layer_bytes, pairs, side_schemes
 from jabcli.model.encoder_only import slot_positions
-from jabcli.model.model import Attention, LayerCache, Transformer, side_schemes
+from jabcli.model.model import Attention, LayerCache, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks.contract import Task
 
@@ -205,6 +205,5 @@ class Decoder(Form):
         """The prefill's attention scores and activations (one layer at a time) and every
         layer's cached keys and values of the whole sequence, twice (the loop's copy)."""
         s, n = src_width, src_width + answer_width
-        prefill = 2 * m.num_heads * s * n + s * (8 * m.d_model + 2 * m.d_ff)
         cache = 2 * m.num_layers * m.loops * n * m.d_model
-        return 4 * (prefill + 2 * cache)
+        return layer_bytes(m, s, n) + 4 * 2 * cache

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, PAD_ID
-from jabcli.model.contract import Form, ModelFns
+from jabcli.model.contract import Form, ModelFns, layer_bytes
 from jabcli.model.model import Attention, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks import derived
@@ -168,4 +168,4 @@ class Encoder(Form):
     def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
         """One layer's attention scores and activations over the source and its slots."""
         n = src_width + answer_width
-        return 4 * (2 * m.num_heads * n * n + n * (8 * m.d_model + 2 * m.d_ff))
+        return layer_bytes(m, n, n)

@@ -23,8 +23,8 @@ import numpy as np
 
 from jabcli.core.config import ModelConfig
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.model.contract import Form, ModelFns
-from jabcli.model.positions import PositionalScheme, counting, get_scheme
+from jabcli.model.contract import Form, ModelFns, layer_bytes, side_schemes
+from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks.contract import Task
 
 NEG_INF = -1e9
@@ -530,17 +530,6 @@ def build(
     return ModelFns(transformed.init, *transformed.apply)
 
 
-def side_schemes(m: ModelConfig) -> tuple[PositionalScheme, PositionalScheme]:
-    """The schemes of the source and of the target: each side's own key, else
-    model.pos_encoding."""
-    both = get_scheme(m.pos_encoding)
-    src, tgt = (
-        get_scheme(name, f"model.{side}_pos_encoding") if name else both
-        for side, name in (("src", m.src_pos_encoding), ("tgt", m.tgt_pos_encoding))
-    )
-    return src, tgt
-
-
 class EncoderDecoder(Form):
     """`model.arch=encoder_decoder`, the default: the encoder reads the input, the decoder
     writes the answer token by token, each side with its own positions (the decoder's
@@ -573,6 +562,5 @@ class EncoderDecoder(Form):
         """The encoder's attention scores and activations (one layer at a time), every
         layer's cached keys and values of both sides, and the loop's copies of them."""
         s, t = src_width, answer_width
-        encoder = 2 * m.num_heads * s * s + s * (8 * m.d_model + 2 * m.d_ff)
         cache = 2 * m.num_layers * m.loops * (s + t) * m.d_model + s * m.d_model
-        return 4 * (encoder + 2 * cache)
+        return layer_bytes(m, s, s) + 4 * 2 * cache
