@@ -440,7 +440,8 @@ def test_the_decoder_form_reads_the_input_then_the_answer_so_far_and_nothing_aft
 @pytest.mark.parametrize(
     "pos_encoding, sets",
     [(name, []) for name in SCHEMES]
-    + [("rope", ["model.norm=pre", "model.num_layers=1", "model.loops=3"])],
+    + [("rope", ["model.norm=pre", "model.num_layers=1", "model.loops=3"])]
+    + [(name, ["model.answer_embedding=true"]) for name in ("none", "coupled")],
 )
 def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decoding(
     pos_encoding, sets
@@ -466,6 +467,33 @@ def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decodi
         np.testing.assert_array_equal(
             greedy_decode(experiment.model, params, wider, width, *more), fast
         )
+
+
+def test_the_decoder_forms_answer_embedding_marks_the_answers_tokens_and_no_input_token():
+    experiment, params, batch = decoder_form(
+        "reverse", "model.pos_encoding=none", "model.answer_embedding=true"
+    )
+    plain, _, _ = decoder_form("reverse", "model.pos_encoding=none")
+    vector = params["decoder_only/~/transformer"]["answer_embedding"]
+    assert vector.shape == (32,)
+    without = {name: p for name, p in params.items() if name != "decoder_only/~/transformer"}
+    forward = jax.jit(experiment.model.forward)
+    logits, attention = forward(params, None, batch.src, batch.tgt_in)
+    # Its vector at zero, the model is the one without the option.
+    zero = {**without, "decoder_only/~/transformer": {"answer_embedding": 0 * vector}}
+    unmarked, _ = plain.model.forward(without, None, batch.src, batch.tgt_in)
+    np.testing.assert_allclose(forward(zero, None, batch.src, batch.tgt_in)[0], unmarked, atol=1e-5)
+    assert not np.allclose(logits, unmarked, atol=1e-3)
+    # The input's tokens do not carry it: the first layer's attention from the last input
+    # token (which sees no answer token) is the unmarked model's.
+    _, plain_attention = plain.model.forward(without, None, batch.src, batch.tgt_in)
+    last = batch.src.shape[1] - 1
+    np.testing.assert_allclose(
+        attention.decoder[0, :, :, last], plain_attention.decoder[0, :, :, last], atol=1e-5
+    )
+    with pytest.raises(JabError, match=r"^model.answer_embedding marks the answer's tokens .*"
+                       r"model.arch=encoder_decoder tells them apart without it$"):  # fmt: skip
+        resolve("copy", sets=["model.answer_embedding=true"])
 
 
 def test_the_decoder_forms_positions_count_on_from_the_input_or_couple_to_it():

@@ -51,7 +51,10 @@ def _finish(tokens: jax.Array) -> jax.Array:
 
 
 def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | None):
-    """[B, V] logits at target index `position` -> the greedy tokens [B]."""
+    """[B, V] logits at target index `position` -> the greedy tokens [B]: never <pad> or
+    <bos>, which no answer holds (fed back, a decoder-only model's full pass would mask a
+    <pad> that its cache keeps)."""
+    logits = logits.at[:, jnp.array([PAD_ID, BOS_ID])].set(-jnp.inf)
     if lengths is not None:
         logits = logits.at[:, EOS_ID].set(-jnp.inf)
     token = jnp.argmax(logits, axis=-1)

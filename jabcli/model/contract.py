@@ -71,6 +71,9 @@ class Form:
     prefixed: ClassVar[bool] = False
     # Whether the form has a memory of cells (model.memory_size, model.memory_cell_size).
     memory: ClassVar[bool] = False
+    # Whether the form can add a learned vector to the answer's tokens
+    # (model.answer_embedding): where they continue the input in one sequence.
+    marks_answer: ClassVar[bool] = False
 
     @property
     def label(self) -> str:
@@ -79,8 +82,14 @@ class Form:
         return f"{self.name}-only"
 
     def check(self, m: ModelConfig) -> None:
-        """Refuse, in one line, a model option the form has no use for: by default the
-        memory's, for a form without one."""
+        """Refuse, in one line, a model option the form has no use for: the memory's, for
+        a form without one, and the answer's vector, for a form that does not mark it."""
+        if m.answer_embedding and not self.marks_answer:
+            raise JabError(
+                "model.answer_embedding marks the answer's tokens where they continue the "
+                f"input in one sequence (model.arch=decoder); model.arch={self.name} tells "
+                "them apart without it"
+            )
         if self.memory:
             return
         defaults = ModelConfig()

@@ -70,6 +70,12 @@ class DecoderOnly(hk.Module):
         # The encoder-decoder's embedding, decoder layers (without cross-attention) and
         # output layer; its encoder is never called, so it has no parameters.
         self.transformer = Transformer(cfg, scheme, scheme, vocab_size, cross=False)
+        self.marks_answer = cfg.answer_embedding
+
+    def answer_from(self, src: jax.Array) -> int | None:
+        """The column the answer starts at, for model.answer_embedding's vector; None
+        without it."""
+        return src.shape[1] if self.marks_answer else None
 
     def __call__(
         self,
@@ -95,7 +101,13 @@ class DecoderOnly(hk.Module):
             axis=1,
         )
         logits, weights, _, _ = self.transformer.decode(
-            ids, None, None, positions, is_training=is_training, segments=segments
+            ids,
+            None,
+            None,
+            positions,
+            is_training=is_training,
+            segments=segments,
+            answer_from=self.answer_from(src),
         )
         return logits[:, src.shape[1] :], Attention(None, weights, None)
 
@@ -115,7 +127,13 @@ class DecoderOnly(hk.Module):
         answer = jnp.ones((batch, max_out), jnp.int32)  # the answer's segment, to come
         segments = jnp.concatenate([sequence_segments(src, None), answer], axis=1)
         _, _, _, caches = self.transformer.decode(
-            src, None, None, positions, cache=caches, segments=segments
+            src,
+            None,
+            None,
+            positions,
+            cache=caches,
+            segments=segments,
+            answer_from=self.answer_from(src),
         )
         return caches
 
@@ -141,6 +159,7 @@ class DecoderOnly(hk.Module):
             cache=cache,
             index=src.shape[1] + index,
             segments=segments,
+            answer_from=self.answer_from(src),
         )
         return logits[:, 0], cache
 
@@ -172,6 +191,7 @@ class Decoder(Form):
     packs = True
     attention = ("decoder",)
     prefixed = True
+    marks_answer = True
 
     def schemes(self, m: ModelConfig, task: Task) -> tuple[PositionalScheme, PositionalScheme]:
         """One scheme: model.pos_encoding, or the one both sides' keys name."""

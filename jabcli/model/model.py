@@ -342,12 +342,24 @@ class Transformer(hk.Module):
         return weights.reshape(-1, *weights.shape[2:])
 
     def embed_tokens(
-        self, ids: jax.Array, positions: jax.Array, vectors, is_training: bool
+        self,
+        ids: jax.Array,
+        positions: jax.Array,
+        vectors,
+        is_training: bool,
+        answer: jax.Array | None = None,
     ) -> jax.Array:
-        """[B, T] ids at positions [B, T] -> [B, T, D] scaled embedding (+ position vectors)."""
+        """[B, T] ids at positions [B, T] -> [B, T, D] scaled embedding (+ position vectors,
+        + one learned vector on the tokens that `answer` [T] marks, with
+        model.answer_embedding)."""
         x = self.embed(ids) * np.sqrt(self.cfg.d_model)
         if vectors is not None:
             x = x + vectors(positions)
+        if answer is not None:
+            side = hk.get_parameter(
+                "answer_embedding", [self.cfg.d_model], init=hk.initializers.TruncatedNormal()
+            )
+            x = x + answer[None, :, None] * side
         if is_training and self.cfg.dropout:
             x = hk.dropout(hk.next_rng_key(), self.cfg.dropout, x)
         return x
@@ -393,6 +405,7 @@ class Transformer(hk.Module):
         index: jax.Array | int = 0,
         segments: jax.Array | None = None,
         src_segments: jax.Array | None = None,
+        answer_from: int | None = None,
     ):
         """tgt_in [B, Tq], the target tokens from index `index` on, over the encoder's
         memory [B, S, D]; `positions` [B, T] are the whole target's; `segments` [B, T]
@@ -409,11 +422,18 @@ class Transformer(hk.Module):
 
         Target padding only ever trails the target, so it is always in the future of a
         real query and the causal mask hides it; cached decoding then matches exactly.
-        Padding elsewhere (a decoder-only model's source) is masked by `segments`."""
+        Padding elsewhere (a decoder-only model's source) is masked by `segments`.
+
+        With `answer_from` (a decoder-only model's source width, with
+        model.answer_embedding), the tokens from that column on are the answer's, and
+        carry the answer's learned vector."""
         batch, query_len = tgt_in.shape
         positions = counting(batch, query_len) if positions is None else positions
         here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
-        x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training)
+        answer = None
+        if answer_from is not None:
+            answer = (index + jnp.arange(query_len) >= answer_from).astype(jnp.float32)
+        x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training, answer)
         self_mask = causal_mask(query_len, positions.shape[1], index)
         if segments is not None:
             query_segments = jax.lax.dynamic_slice_in_dim(segments, index, query_len, axis=1)

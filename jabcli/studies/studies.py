@@ -167,6 +167,7 @@ ADDED_LATER = (
     ("task", "scratchpad"),
     ("model", "memory_size"),
     ("model", "memory_cell_size"),
+    ("model", "answer_embedding"),
 )
 
 
