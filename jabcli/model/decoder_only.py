@@ -26,6 +26,11 @@ step that writes an answer symbol is at the position of the input symbol it read
 (Cho et al. 2024, who couple positions in a decoder-only model), and the scheme's
 distance bias acts on the one self-attention.
 
+With model.answer_embedding, every answer token (the columns from S on: <bos> and the
+answer fed back) also carries one learned vector, so that the model tells the answer from
+the input by what a token carries; without positions it could otherwise tell only by
+attending to the <eos> between them, a signal that thins as inputs grow longer.
+
 The layers are the encoder-decoder's decoder layers without cross-attention (model.py),
 with its embedding, model.loops, dropout and pre/post norm. Shapes: B batch, S source
 width, T answer width, N = S + T, V vocabulary.
