@@ -10,8 +10,9 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
 from jabcli.model.experiment import resolve
-from jabcli.model.model import build
+from jabcli.model.model import answer_columns, build
 from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
+from jabcli.model.registry import FORMS
 from jabcli.tasks import derived
 
 VOCAB = 20
@@ -491,9 +492,19 @@ def test_the_decoder_forms_answer_embedding_marks_the_answers_tokens_and_no_inpu
     np.testing.assert_allclose(
         attention.decoder[0, :, :, last], plain_attention.decoder[0, :, :, last], atol=1e-5
     )
+    # Every answer token carries it, in a full pass (the answer from column 5 of 9) and in
+    # a cached step (one token at column 7, traced as decoding traces it).
+    np.testing.assert_array_equal(answer_columns(0, 9, 5), [0, 0, 0, 0, 0, 1, 1, 1, 1])
+    step = jax.jit(lambda index: answer_columns(index, 1, 5))
+    np.testing.assert_array_equal(step(jnp.asarray(7)), [1])
+    np.testing.assert_array_equal(answer_columns(0, 5, 5), [0] * 5)  # the prefill: none
+
+
+@pytest.mark.parametrize("arch", sorted(set(FORMS) - {"decoder"}))
+def test_every_other_form_refuses_the_answer_embedding_in_one_line(arch):
     with pytest.raises(JabError, match=r"^model.answer_embedding marks the answer's tokens .*"
-                       r"model.arch=encoder_decoder tells them apart without it$"):  # fmt: skip
-        resolve("copy", sets=["model.answer_embedding=true"])
+                       rf"model.arch={arch} tells them apart without it$"):  # fmt: skip
+        resolve("copy", sets=[f"model.arch={arch}", "model.answer_embedding=true"])
 
 
 def test_the_decoder_forms_positions_count_on_from_the_input_or_couple_to_it():

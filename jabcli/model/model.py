@@ -53,6 +53,12 @@ def causal_mask(query_len: int, key_len: int, first: jax.Array | int = 0) -> jax
     return (jnp.arange(key_len)[None, :] <= query_index)[None, None]
 
 
+def answer_columns(index: jax.Array | int, query_len: int, answer_from: int) -> jax.Array:
+    """[query_len] 1.0 where the query tokens from column `index` on are the answer's (at
+    column `answer_from` or later), else 0.0: which tokens model.answer_embedding marks."""
+    return (index + jnp.arange(query_len) >= answer_from).astype(jnp.float32)
+
+
 class KeyValues(NamedTuple):
     """Keys and values of one attention, each [B, Tk, H, K]."""
 
@@ -430,9 +436,7 @@ class Transformer(hk.Module):
         batch, query_len = tgt_in.shape
         positions = counting(batch, query_len) if positions is None else positions
         here = jax.lax.dynamic_slice_in_dim(positions, index, query_len, axis=1)
-        answer = None
-        if answer_from is not None:
-            answer = (index + jnp.arange(query_len) >= answer_from).astype(jnp.float32)
+        answer = None if answer_from is None else answer_columns(index, query_len, answer_from)
         x = self.embed_tokens(tgt_in, here, self.tgt_vectors, is_training, answer)
         self_mask = causal_mask(query_len, positions.shape[1], index)
         if segments is not None:
