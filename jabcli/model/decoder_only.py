@@ -29,7 +29,7 @@ distance bias acts on the one self-attention.
 With model.answer_embedding, every answer token (the columns from S on: <bos> and the
 answer fed back) also carries one learned vector, so that the model tells the answer from
 the input by what a token carries; without positions it could otherwise tell only by
-attending to the <eos> between them, a signal that thins as inputs grow longer.
+attending to the <eos> and <bos> between them, a signal that thins as inputs grow longer.
 
 The layers are the encoder-decoder's decoder layers without cross-attention (model.py),
 with its embedding, model.loops, dropout and pre/post norm. Shapes: B batch, S source
@@ -75,12 +75,11 @@ class DecoderOnly(hk.Module):
         # The encoder-decoder's embedding, decoder layers (without cross-attention) and
         # output layer; its encoder is never called, so it has no parameters.
         self.transformer = Transformer(cfg, scheme, scheme, vocab_size, cross=False)
-        self.marks_answer = cfg.answer_embedding
 
     def answer_from(self, src: jax.Array) -> int | None:
         """The column the answer starts at, for model.answer_embedding's vector; None
         without it."""
-        return src.shape[1] if self.marks_answer else None
+        return src.shape[1] if self.transformer.cfg.answer_embedding else None
 
     def __call__(
         self,
