@@ -500,24 +500,71 @@ def test_a_second_predict_loads_its_compiled_program_and_a_damaged_one_is_only_a
     assert "jit(answer)" not in log
 
 
+def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_same(tmp_path):
+    """The first `jab train` of a config keeps its training and initialisation programs
+    whole on disk; the next process that trains it traces and compiles neither, and its
+    run is the same to the bit."""
+
+    def train(out: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "60", "--out", out],
+            cwd=tmp_path,
+            env={**env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    log = train("first")
+    assert "Compiling jit(train_chunk)" in log and "Compiling jit(init_state)" in log
+    assert len(list((tmp_path / "cache/jab/programs").glob("*.bin"))) >= 2
+    log = train("second")
+    assert "jit(train_chunk)" not in log and "jit(init_state)" not in log
+    first, second = (tmp_path / name / "metrics.jsonl" for name in ("first", "second"))
+    losses = [
+        [r.get("loss") for r in map(json.loads, m.read_text().splitlines())]
+        for m in (first, second)
+    ]
+    assert losses[0] == losses[1] and any(losses[0])
+
+
+def test_stored_programs_past_their_disk_budget_lose_the_ones_used_longest_ago(tmp_path):
+    import os
+
+    from jabcli.core import runtime
+
+    for age, name in enumerate(["new", "middle", "old"]):
+        (tmp_path / f"{name}.bin").write_bytes(b"x" * 100)
+        os.utime(tmp_path / f"{name}.bin", (1e9 - age, 1e9 - age))
+    runtime.trim(tmp_path, 250)
+    assert sorted(p.stem for p in tmp_path.glob("*.bin")) == ["middle", "new"]
+    runtime.trim(tmp_path, 250)
+    assert len(list(tmp_path.glob("*.bin"))) == 2
+
+
 def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again(tmp_path):
     """jaxlib 0.10 on the CPU may give back a stored program that loads, then fails to
-    run ("Function ... not found"): the answer still comes, from a program compiled here."""
+    run ("Function ... not found"): the answer still comes, from a program compiled here,
+    and a training state handed to the failed run is still whole for it."""
     import jax
     import jax.numpy as jnp
 
     from jabcli.core import runtime
 
-    def broken(x):
+    def broken(x, y):
+        x.delete()  # as a program that takes over its argument's buffer may have
         raise jax.errors.JaxRuntimeError("NOT_FOUND: Function broadcast_compare_fusion not found")
 
     stored = tmp_path / "program.bin"
     stored.write_bytes(b"a stored program")
-    lower = jax.jit(lambda x: x * 2 + 1).lower(jnp.arange(3))
-    program = runtime.StoredProgram(broken, stored, lambda: lower)
-    np.testing.assert_array_equal(program(jnp.arange(3)), [1, 3, 5])
+    lower = jax.jit(lambda x, y: x * 2 + y, donate_argnums=0).lower(jnp.arange(3), 1)
+    program = runtime.StoredProgram(broken, stored, lower.compile, donated=(0,))
+    state = jnp.arange(3)
+    np.testing.assert_array_equal(program(state, 1), [1, 3, 5])  # state was still whole
     assert not stored.exists()
-    np.testing.assert_array_equal(program(jnp.arange(3) + 1), [3, 5, 7])
+    np.testing.assert_array_equal(program(jnp.arange(3) + 1, 1), [3, 5, 7])
 
 
 def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:

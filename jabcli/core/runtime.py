@@ -146,7 +146,13 @@ def _on_event(event: str, **_: Any) -> None:
         _compiling.hit = True
 
 
-def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Callable:
+def stored_program(
+    experiment: Any,
+    name: str,
+    lower: Callable[[], Any],
+    options: dict | None = None,
+    donated: tuple[int, ...] = (),
+) -> Callable:
     """The compiled program `lower()` lowers (a `jax.stages.Lowered`), kept on disk whole,
     so that the next process loads it in milliseconds instead of tracing and lowering it
     again to look it up in the compilation cache (half a second of a warm `jab predict`).
@@ -157,19 +163,29 @@ def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Call
     compilation cache handed over never does once stored again (it loads, then fails to
     run), so a program that cache already holds (compiled by an earlier version of jab,
     say) is compiled once more with it off, and that is stored; and a stored program
-    that fails on its first run is removed and compiled again (`StoredProgram`)."""
+    that fails on its first run is removed and compiled again (`StoredProgram`).
+
+    `options` are XLA's compiler options for it; `donated`, the positions of the
+    arguments whose buffers it takes over (`jax.jit`'s `donate_argnums`), which a stored
+    program's first run, the one that may fail, is given copies of."""
     global _listening
     import jax
     from jax.experimental import serialize_executable
 
+    options = options or {}
+    compile_ = functools.partial(_compile, lower, options)
     if not (caching and experiment.task.generated):
-        return lower().compile()
+        return compile_()
     device = jax.devices()[0]
-    where = f"{name} on {device.platform} {device.device_kind} {device.client.platform_version}"
+    where = (
+        f"{name} on {jax.device_count()} {device.platform} {device.device_kind} "
+        f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
+    )
     path = kept_path(experiment, "programs", where, ".bin")
     try:
         stored = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
-        return StoredProgram(stored, path, lower)
+        os.utime(path)  # used now: the last to be trimmed
+        return StoredProgram(stored, path, compile_, donated)
     except Exception:  # absent or unreadable: compile it
         pass
     if not _listening:
@@ -177,13 +193,35 @@ def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Call
         _listening = True
     _compiling.on, _compiling.hit = True, False
     try:
-        compiled = lower().compile()
+        compiled = compile_()
     finally:
         _compiling.on = False
     if _compiling.hit:
-        compiled = uncached(lower)
+        compiled = uncached(lower, options)
     keep(path, pickle.dumps(serialize_executable.serialize(compiled)))
+    trim(path.parent, PROGRAMS_BYTES)
     return compiled
+
+
+PROGRAMS_BYTES = 512 * 2**20  # what the stored programs may take on disk, at most
+
+
+def trim(folder: Path, most: int) -> None:
+    """Remove the files of `folder` used longest ago until they take at most `most`
+    bytes: every config, shape and version of jab stores its own programs (a few MB
+    each), which would otherwise pile up."""
+    try:
+        files = sorted(
+            ((f.stat().st_mtime, f.stat().st_size, f) for f in folder.glob("*.bin")),
+            reverse=True,
+        )
+    except OSError:  # another process trimming at the same time
+        return
+    total = 0
+    for _, size, f in files:
+        total += size
+        if total > most:
+            f.unlink(missing_ok=True)
 
 
 # An XLA option at its default: asking for it explicitly makes `uncached`'s compilation
@@ -191,7 +229,11 @@ def stored_program(experiment: Any, name: str, lower: Callable[[], Any]) -> Call
 AS_DEFAULT = {"xla_cpu_enable_fast_math": False}
 
 
-def uncached(lower: Callable[[], Any]) -> Any:
+def _compile(lower: Callable[[], Any], options: dict) -> Any:
+    return lower().compile(compiler_options=options or None)
+
+
+def uncached(lower: Callable[[], Any], options: dict | None = None) -> Any:
     """`lower().compile()` afresh: with the compilation cache off (for the whole process,
     a moment: another thread compiling meanwhile compiles without it too) and none of
     JAX's compiled programs in memory reused."""
@@ -202,7 +244,7 @@ def uncached(lower: Callable[[], Any]) -> Any:
         jax.config.update("jax_enable_compilation_cache", False)
         compilation_cache.reset_cache()  # it decides once per process whether it is on
         try:
-            return lower().compile(compiler_options=AS_DEFAULT)
+            return lower().compile(compiler_options={**AS_DEFAULT, **(options or {})})
         finally:
             jax.config.update("jax_enable_compilation_cache", True)
             compilation_cache.reset_cache()
@@ -210,24 +252,39 @@ def uncached(lower: Callable[[], Any]) -> Any:
 
 class StoredProgram:
     """A program `stored_program` read from `path`, checked by its first run: if that
-    fails, the stored copy is removed and the program compiled from `lower` instead."""
+    fails, the stored copy is removed and the program compiled (`compile_`) instead. That
+    first run is given copies of the arguments at the `donated` positions, so that a
+    failure leaves the caller's buffers whole for the program compiled here. What XLA
+    says of the program (`memory_analysis`, `cost_analysis`) is the stored program's."""
 
-    def __init__(self, program: Callable, path: Path, lower: Callable[[], Any]) -> None:
-        self.program, self.path, self.lower, self.ran = program, path, lower, False
+    def __init__(
+        self, program: Any, path: Path, compile_: Callable[[], Any], donated: tuple[int, ...]
+    ) -> None:
+        self.program, self.path, self.compile, self.donated = program, path, compile_, donated
+        self.ran = False
 
     def __call__(self, *args: Any) -> Any:
         if self.ran:
             return self.program(*args)
         import jax
 
+        given = [
+            jax.tree_util.tree_map(lambda x: x.copy(), a) if i in self.donated else a
+            for i, a in enumerate(args)
+        ]
         try:
-            out = jax.block_until_ready(self.program(*args))
+            out = jax.block_until_ready(self.program(*given))
         except jax.errors.JaxRuntimeError:  # loaded, but does not run: compile it here
             self.path.unlink(missing_ok=True)
-            self.program = self.lower().compile()
+            self.program = self.compile()
             out = self.program(*args)
         self.ran = True
         return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "program":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.program, name)
 
 
 @functools.cache

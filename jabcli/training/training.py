@@ -193,8 +193,8 @@ def init(experiment: Experiment, seed: int) -> TrainingState:
 
 def compiled_init(experiment: Experiment, seeds: int) -> Callable:
     """`init_state` for `seeds` seeds at once (several: along a leading axis), compiled
-    once per process for each model (`without_schedule`), fast rather than optimized:
-    it runs once per run."""
+    once per process for each model (`without_schedule`) and kept on disk as the
+    training chunk is, fast rather than optimized: it runs once per run."""
     return compiled_init_of(without_schedule(experiment), seeds)
 
 
@@ -204,8 +204,9 @@ def compiled_init_of(experiment: Experiment, seeds: int) -> Callable:
     if seeds > 1:
         make = jax.vmap(make)
     shape = (seeds,) if seeds > 1 else ()
-    program = jax.jit(make).lower(jax.ShapeDtypeStruct(shape, jnp.uint32))
-    return program.compile(compiler_options=INIT_COMPILER_OPTIONS)
+    lower = functools.partial(jax.jit(make).lower, jax.ShapeDtypeStruct(shape, jnp.uint32))
+    name = f"init {seeds} seeds"
+    return runtime.stored_program(experiment, name, lower, INIT_COMPILER_OPTIONS)
 
 
 def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: jax.Array) -> Rows:
@@ -444,7 +445,9 @@ def compiled(experiment: Experiment) -> Programs:
     less its schedule's numbers (`without_schedule`; equal configs are one experiment):
     a second run of the same config in a Python session, such as a notebook's, or one
     with another number of steps or learning rate, starts without tracing or compiling
-    again. The program is called as `chunk(state, steps, schedule)`.
+    again; and kept on disk (`runtime.stored_program`), so that the next process running
+    it neither traces nor lowers it. The program is called as `chunk(state, steps,
+    schedule)`.
 
     Every device JAX sees is on one mesh axis. One seed: each batch is split along it,
     parameters and optimizer state are replicated. Several seeds (train.seeds): the
@@ -480,7 +483,8 @@ def compiled_of(experiment: Experiment) -> Programs:
     schedule = jax.tree_util.tree_map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), Schedule.of(tr)
     )
-    program = chunk.lower(shapes, jax.ShapeDtypeStruct((), jnp.int32), schedule).compile()
+    lower = functools.partial(chunk.lower, shapes, jax.ShapeDtypeStruct((), jnp.int32), schedule)
+    program = runtime.stored_program(experiment, "train chunk", lower, donated=(0,))
     flops, loops = flops_per_step(program, tr.seeds), experiment.config.model.loops
     if flops and loops > 1:  # the count holds one pass
         per_pass = functools.partial(flops_per_pass, experiment)
