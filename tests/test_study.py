@@ -92,6 +92,9 @@ def test_study_trains_every_cell_into_a_run_folder_and_tables_each_length_bin(sm
         assert set(cell["per_length"]) == {str(n) for n in range(1, 9)}
         low, mid, high = (cell["bins"]["1-5"][k] for k in ("min", "median", "max"))
         assert 0.0 <= low <= mid <= high <= 1.0
+    for cell in CELLS:  # each seed's figures under its own seed
+        record = json.loads((cwd / "runs/smoke" / cell / "evaluation.json").read_text())
+        assert [s["seed"] for s in record["seeds"]] == [0, 1]
     listed = json.loads(jab_here("runs", "runs/smoke", "--json", cwd=cwd).stdout)
     assert sorted(Path(r["run"]).name for r in listed) == sorted(CELLS)
     assert all(r["seeds"] == 2 and r["state"] in ("finished", "target reached") for r in listed)

@@ -90,7 +90,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         "eval_s": time.perf_counter() - tic,
         "seeds": [
             {
-                "seed": one.experiment.config.train.seed,
+                "seed": one.run.load_config()[0].train.seed,  # (the group shares one experiment)
                 "per_length": {
                     str(n): {k: row[k] for k in FIGURES if k in row}
                     for n, row in each["per_length"].items()
