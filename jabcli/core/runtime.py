@@ -5,6 +5,7 @@ that take tracing to find (its parameters' shapes), kept on disk."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import hashlib
@@ -184,10 +185,12 @@ def stored_program(
     path = kept_path(experiment, "programs", where, ".bin")
     try:
         stored = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
-        os.utime(path)  # used now: the last to be trimmed
-        return StoredProgram(stored, path, compile_, donated)
     except Exception:  # absent or unreadable: compile it
         pass
+    else:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the last to be trimmed
+        return StoredProgram(stored, path, compile_, donated)
     if not _listening:
         jax.monitoring.register_event_listener(_on_event)
         _listening = True
