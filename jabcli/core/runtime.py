@@ -214,15 +214,13 @@ def trim(folder: Path, most: int) -> None:
     bytes: every config, shape and version of jab stores its own programs (a few MB
     each), which would otherwise pile up."""
     try:
-        files = sorted(
-            ((f.stat().st_mtime, f.stat().st_size, f) for f in folder.glob("*.bin")),
-            reverse=True,
-        )
+        files = [(f.stat(), f) for f in folder.glob("*.bin")]
     except OSError:  # another process trimming at the same time
         return
+    files.sort(key=lambda found: found[0].st_mtime, reverse=True)  # the newest first
     total = 0
-    for _, size, f in files:
-        total += size
+    for stat, f in files:
+        total += stat.st_size
         if total > most:
             f.unlink(missing_ok=True)
 
@@ -236,7 +234,7 @@ def _compile(lower: Callable[[], Any], options: dict) -> Any:
     return lower().compile(compiler_options=options or None)
 
 
-def uncached(lower: Callable[[], Any], options: dict | None = None) -> Any:
+def uncached(lower: Callable[[], Any], options: dict) -> Any:
     """`lower().compile()` afresh: with the compilation cache off (for the whole process,
     a moment: another thread compiling meanwhile compiles without it too) and none of
     JAX's compiled programs in memory reused."""
@@ -247,7 +245,7 @@ def uncached(lower: Callable[[], Any], options: dict | None = None) -> Any:
         jax.config.update("jax_enable_compilation_cache", False)
         compilation_cache.reset_cache()  # it decides once per process whether it is on
         try:
-            return lower().compile(compiler_options={**AS_DEFAULT, **(options or {})})
+            return lower().compile(compiler_options={**AS_DEFAULT, **options})
         finally:
             jax.config.update("jax_enable_compilation_cache", True)
             compilation_cache.reset_cache()

@@ -119,7 +119,7 @@ def answered(experiment, params, keys, src, max_out: int, lengths=None):
     with compiling:
         if found not in _programs:
             lower = partial(answer.lower, experiment, params, keys, src, max_out, lengths)
-            name = f"answer {shapes} on {jax.device_count()} devices"
+            name = f"answer {shapes}"  # (stored_program adds the devices)
             _programs[found] = runtime.stored_program(experiment, name, lower)
     return _programs[found](params, keys, src, lengths)
 

@@ -90,13 +90,13 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         "eval_s": time.perf_counter() - tic,
         "seeds": [
             {
-                "seed": one.run.load_config()[0].train.seed,  # (the group shares one experiment)
+                "seed": experiment.config.train.seed + i,  # a group's seeds follow on
                 "per_length": {
                     str(n): {k: row[k] for k in FIGURES if k in row}
                     for n, row in each["per_length"].items()
                 },
             }
-            for one, each in zip(loaded, result.get("seeds", [result]))
+            for i, each in enumerate(result.get("seeds", [result]))
         ],
     }
     runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
