@@ -91,6 +91,11 @@ class TrainConfig:
     keep_checkpoints: int = 3
     log_to: str = ""  # also log to "tensorboard", "wandb" or "tensorboard,wandb" (loggers.py)
 
+    @property
+    def group(self) -> list[int]:
+        """The seeds trained side by side: `seed` and the `seeds - 1` after it."""
+        return list(range(self.seed, self.seed + self.seeds))
+
 
 @dataclass
 class Config:

@@ -199,7 +199,7 @@ def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
     try:
         if cfg.train.seeds == 1:
             return path, [Run.create(path, cfg, experiment.tokenizer)]
-        seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+        seeds = cfg.train.group
         created = [
             Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
             for seed in seeds

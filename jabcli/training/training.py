@@ -501,7 +501,7 @@ class Trainer:
         self.experiment = experiment
         tr = experiment.config.train
         state_bytes, sizes = check(experiment)
-        self.seeds = list(range(tr.seed, tr.seed + tr.seeds))
+        self.seeds = tr.group
         self.grouped = tr.seeds > 1
         programs = compiled(experiment)
         schedule = jax.device_put(Schedule.of(tr))
@@ -516,7 +516,7 @@ class Trainer:
             experiment, tr.eval_samples, "train.eval_samples", longest="task.max_len"
         )
         if states is None:
-            seeds = jnp.arange(tr.seed, tr.seed + tr.seeds, dtype=jnp.uint32)
+            seeds = jnp.asarray(tr.group, dtype=jnp.uint32)
             state = compiled_init(experiment, tr.seeds)(seeds if self.grouped else seeds[0])
         else:
             state = stack(states) if self.grouped else states[0]
