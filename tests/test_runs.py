@@ -503,11 +503,12 @@ def test_a_second_predict_loads_its_compiled_program_and_a_damaged_one_is_only_a
 def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_same(tmp_path):
     """The first `jab train` of a config keeps its training and initialisation programs
     whole on disk; the next process that trains it traces and compiles neither, and its
-    run is the same to the bit."""
+    run is the same to the bit. A config that differs only where no program does (its
+    step count) compiles and stores nothing new either."""
 
-    def train(out: str) -> str:
+    def train(out: str, steps: str = "60") -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "60", "--out", out],
+            [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", steps, "--out", out],
             cwd=tmp_path,
             env={**env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"},
             capture_output=True,
@@ -519,9 +520,12 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
 
     log = train("first")
     assert "Compiling jit(train_chunk)" in log and "Compiling jit(init_state)" in log
-    assert len(list((tmp_path / "cache/jab/programs").glob("*.bin"))) >= 2
+    stored = set((tmp_path / "cache/jab/programs").glob("*.bin"))
+    assert len(stored) >= 2
     log = train("second")
     assert "jit(train_chunk)" not in log and "jit(init_state)" not in log
+    train("third", steps="40")
+    assert set((tmp_path / "cache/jab/programs").glob("*.bin")) == stored
     first, second = (tmp_path / name / "metrics.jsonl" for name in ("first", "second"))
     losses = [
         [r.get("loss") for r in map(json.loads, m.read_text().splitlines())]
@@ -538,8 +542,10 @@ def test_stored_programs_past_their_disk_budget_lose_the_ones_used_longest_ago(t
     for age, name in enumerate(["new", "middle", "old"]):
         (tmp_path / f"{name}.bin").write_bytes(b"x" * 100)
         os.utime(tmp_path / f"{name}.bin", (1e9 - age, 1e9 - age))
+        (tmp_path / f"{name}.key").write_text(f"{name}.bin")  # a config naming it
     runtime.trim(tmp_path, 250)
     assert sorted(p.stem for p in tmp_path.glob("*.bin")) == ["middle", "new"]
+    assert sorted(p.stem for p in tmp_path.glob("*.key")) == ["middle", "new"]
     runtime.trim(tmp_path, 250)
     assert len(list(tmp_path.glob("*.bin"))) == 2
 

@@ -160,6 +160,13 @@ def stored_program(
     `name` says which program and for which shapes. Off with the caches, and for `file:`
     tasks (as `remembered`).
 
+    A program is stored under a digest of what it computes (its lowered text, argument
+    and result trees, options, device, jab's code and the libraries' versions), and the
+    experiment's config and `name` (`kept_path`) under a small file naming it: a warm
+    start reads that name and loads the program without lowering anything, and a config
+    that differs only where the program does not (`--steps`, say) lowers it, finds it
+    stored and compiles nothing.
+
     jaxlib 0.10 on the CPU does not always give back a program that runs: one the
     compilation cache handed over never does once stored again (it loads, then fails to
     run), so a program that cache already holds (compiled by an earlier version of jab,
@@ -169,7 +176,6 @@ def stored_program(
     `options` are XLA's compiler options for it; `donated`, the positions of the
     arguments whose buffers it takes over (`jax.jit`'s `donate_argnums`), which a stored
     program's first run, the one that may fail, is given copies of."""
-    global _listening
     import jax
     from jax.experimental import serialize_executable
 
@@ -178,41 +184,63 @@ def stored_program(
     if not (caching and experiment.task.generated):
         return compile_()
     device = jax.devices()[0]
-    where = (
-        f"{name} on {jax.device_count()} {device.platform} {device.device_kind} "
+    machine = (
+        f"{jax.device_count()} {device.platform} {device.device_kind} "
         f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
     )
-    path = kept_path(experiment, "programs", where, ".bin")
+    pointer = kept_path(experiment, "programs", f"{name} on {machine}", ".key")
+    with contextlib.suppress(Exception):  # absent or unreadable: look for the program
+        return _load(pointer.with_name(pointer.read_text().strip()), compile_, donated)
+    lowered = lower()
+    whole = [lowered.as_text(debug_info=False), str(lowered.in_tree), str(lowered.out_tree)]
+    whole += [options, machine, source_digest(), versions()]
+    digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode())
+    path = pointer.with_name(f"{digest.hexdigest()}.bin")
     try:
-        stored = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
+        program = _load(path, compile_, donated)
     except Exception:  # absent or unreadable: compile it
-        pass
-    else:
-        with contextlib.suppress(OSError):
-            os.utime(path)  # used now: the last to be trimmed
-        return StoredProgram(stored, path, compile_, donated)
+        program = _compiled(lambda: lowered, options)
+        keep(path, pickle.dumps(serialize_executable.serialize(program)))
+        trim(path.parent, PROGRAMS_BYTES)
+    keep(pointer, path.name.encode())
+    return program
+
+
+def _load(path: Path, compile_: Callable[[], Any], donated: tuple[int, ...]) -> StoredProgram:
+    """The program stored at `path`, marked as used now (the last to be trimmed)."""
+    from jax.experimental import serialize_executable
+
+    program = serialize_executable.deserialize_and_load(*pickle.loads(path.read_bytes()))
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return StoredProgram(program, path, compile_, donated)
+
+
+def _compiled(lower: Callable[[], Any], options: dict) -> Any:
+    """`lower().compile()`, once more without the compilation cache if that cache handed
+    it over (such a program does not run once stored)."""
+    global _listening
+    import jax
+
     if not _listening:
         jax.monitoring.register_event_listener(_on_event)
         _listening = True
     _compiling.on, _compiling.hit = True, False
     try:
-        compiled = compile_()
+        compiled = _compile(lower, options)
     finally:
         _compiling.on = False
-    if _compiling.hit:
-        compiled = uncached(lower, options)
-    keep(path, pickle.dumps(serialize_executable.serialize(compiled)))
-    trim(path.parent, PROGRAMS_BYTES)
-    return compiled
+    return uncached(lower, options) if _compiling.hit else compiled
 
 
 PROGRAMS_BYTES = 512 * 2**20  # what the stored programs may take on disk, at most
 
 
 def trim(folder: Path, most: int) -> None:
-    """Remove the files of `folder` used longest ago until they take at most `most`
-    bytes: every config, shape and version of jab stores its own programs (a few MB
-    each), which would otherwise pile up."""
+    """Remove the programs of `folder` used longest ago until they take at most `most`
+    bytes, and the names (`.key`) of programs no longer there: every model, shape and
+    version of jab stores its own programs (a few MB each), which would otherwise pile
+    up."""
     try:
         files = [(f.stat(), f) for f in folder.glob("*.bin")]
     except OSError:  # another process trimming at the same time
@@ -223,6 +251,10 @@ def trim(folder: Path, most: int) -> None:
         total += stat.st_size
         if total > most:
             f.unlink(missing_ok=True)
+    for pointer in folder.glob("*.key"):
+        with contextlib.suppress(OSError, ValueError):
+            if not pointer.with_name(pointer.read_text().strip()).exists():
+                pointer.unlink()
 
 
 # An XLA option at its default: asking for it explicitly makes `uncached`'s compilation
