@@ -11,8 +11,11 @@ second=("$@"); [ ${#second[@]} -gt 0 ] || second=(--steps 120)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"
 export XDG_CACHE_HOME="$work/cache" PYTHONPATH="$code"
-python -m jabcli train --task reverse --steps 100 --out first > /dev/null 2>&1
+train() {  # quietly; what went wrong, if anything, on stderr
+    python -m jabcli train --task reverse --steps 100 "$@" > log 2>&1 || { cat log >&2; exit 1; }
+}
+train --out first
 start=$(date +%s.%N)
-python -m jabcli train --task reverse --steps 100 "${second[@]}" --out second > /dev/null 2>&1
+train "${second[@]}" --out second
 end=$(date +%s.%N)
 python -c "print(f'the second config ({\" \".join(\"${second[*]}\".split())}): {$end - $start:.1f} s')"

@@ -504,11 +504,11 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
     """The first `jab train` of a config keeps its training and initialisation programs
     whole on disk; the next process that trains it traces and compiles neither, and its
     run is the same to the bit. A config that differs only where no program does (its
-    step count) compiles and stores nothing new either."""
+    step count, its seed) compiles and stores nothing new."""
 
-    def train(out: str, steps: str = "60") -> str:
+    def train(out: str, *more: str) -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", steps, "--out", out],
+            [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "60", *more, "--out", out],
             cwd=tmp_path,
             env={**env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"},
             capture_output=True,
@@ -520,12 +520,16 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
 
     log = train("first")
     assert "Compiling jit(train_chunk)" in log and "Compiling jit(init_state)" in log
+    assert "Finished XLA compilation of jit(train_chunk)" in log
     stored = set((tmp_path / "cache/jab/programs").glob("*.bin"))
     assert len(stored) >= 2
     log = train("second")
     assert "jit(train_chunk)" not in log and "jit(init_state)" not in log
-    train("third", steps="40")
-    assert set((tmp_path / "cache/jab/programs").glob("*.bin")) == stored
+    for out, more in (("fewer", ["--steps", "40"]), ("seed1", ["--seed", "1"])):
+        log = train(out, *more)
+        for program in ("train_chunk", "init_state"):
+            assert f"Finished XLA compilation of jit({program})" not in log
+        assert set((tmp_path / "cache/jab/programs").glob("*.bin")) == stored
     first, second = (tmp_path / name / "metrics.jsonl" for name in ("first", "second"))
     losses = [
         [r.get("loss") for r in map(json.loads, m.read_text().splitlines())]
@@ -543,11 +547,14 @@ def test_stored_programs_past_their_disk_budget_lose_the_ones_used_longest_ago(t
         (tmp_path / f"{name}.bin").write_bytes(b"x" * 100)
         os.utime(tmp_path / f"{name}.bin", (1e9 - age, 1e9 - age))
         (tmp_path / f"{name}.key").write_text(f"{name}.bin")  # a config naming it
+        os.utime(tmp_path / f"{name}.key", (1e9 - age, 1e9 - age))
+    (tmp_path / "empty.key").write_text("")  # a name cut short: names nothing
     runtime.trim(tmp_path, 250)
     assert sorted(p.stem for p in tmp_path.glob("*.bin")) == ["middle", "new"]
     assert sorted(p.stem for p in tmp_path.glob("*.key")) == ["middle", "new"]
-    runtime.trim(tmp_path, 250)
+    runtime.trim(tmp_path, 250, names=1)  # more names than kept: the oldest go
     assert len(list(tmp_path.glob("*.bin"))) == 2
+    assert [p.stem for p in tmp_path.glob("*.key")] == ["new"]
 
 
 def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again(tmp_path):
@@ -571,6 +578,31 @@ def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again
     np.testing.assert_array_equal(program(state, 1), [1, 3, 5])  # state was still whole
     assert not stored.exists()
     np.testing.assert_array_equal(program(jnp.arange(3) + 1, 1), [3, 5, 7])
+
+
+def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monkeypatch):
+    """Two programs whose text is the same once their unused argument is dropped (x*2+y
+    and x*2+z) are two programs: the second config does not load the first's."""
+    from types import SimpleNamespace
+
+    import jax
+
+    from jabcli.core import runtime
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(runtime, "caching", True)
+    experiment = SimpleNamespace(
+        config=SimpleNamespace(to_dict=dict),
+        tokenizer=SimpleNamespace(tokens=[]),
+        task=SimpleNamespace(generated=True),
+    )
+    reads_y = jax.jit(lambda x, y, z: x * 2 + y).lower(1.0, 2.0, 100.0)
+    reads_z = jax.jit(lambda x, y, z: x * 2 + z).lower(1.0, 2.0, 100.0)
+    first = runtime.stored_program(experiment, "reads y", lambda: reads_y)
+    second = runtime.stored_program(experiment, "reads z", lambda: reads_z)
+    assert float(first(1.0, 2.0, 100.0)) == 4.0
+    assert float(second(1.0, 2.0, 100.0)) == 102.0
+    assert len(list((tmp_path / "jab/programs").glob("*.bin"))) == 2
 
 
 def with_sha256(checkpoints: Path, name: str, data: bytes) -> None:

@@ -161,7 +161,8 @@ def stored_program(
     tasks (as `remembered`).
 
     A program is stored under a digest of what it computes (its lowered text, argument
-    and result trees, options, device, jab's code and the libraries' versions), and the
+    and result trees, the arguments it reads, options, device and JAX's settings, jab's
+    code and the libraries' versions), and the
     experiment's config and `name` (`kept_path`) under a small file naming it: a warm
     start reads that name and loads the program without lowering anything, and a config
     that differs only where the program does not (`--steps`, say) lowers it, finds it
@@ -187,12 +188,23 @@ def stored_program(
     machine = (
         f"{jax.device_count()} {device.platform} {device.device_kind} "
         f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
+        # settings that change what a function lowers to without changing jab's config
+        f" x64={jax.config.jax_enable_x64} matmul={jax.config.jax_default_matmul_precision}"
+        f" threefry={jax.config.jax_threefry_partitionable}"
     )
     pointer = kept_path(experiment, "programs", f"{name} on {machine}", ".key")
     with contextlib.suppress(Exception):  # absent or unreadable: look for the program
-        return _load(pointer.with_name(pointer.read_text().strip()), compile_, donated)
+        program = _load(pointer.with_name(pointer.read_text().strip()), compile_, donated)
+        with contextlib.suppress(OSError):
+            os.utime(pointer)  # in use: the last of the names to be trimmed
+        return program
     lowered = lower()
     whole = [lowered.as_text(debug_info=False), str(lowered.in_tree), str(lowered.out_tree)]
+    # Which arguments the program reads: jit drops unused ones from the text, so two
+    # functions reading different arguments of one type lower to the same text. JAX
+    # keeps this set on a private attribute only.
+    kept = getattr(lowered, "_lowering", None)
+    whole.append(sorted(getattr(kept, "compile_args", {}).get("kept_var_idx", ())))
     whole += [options, machine, source_digest(), versions()]
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode())
     path = pointer.with_name(f"{digest.hexdigest()}.bin")
@@ -200,9 +212,13 @@ def stored_program(
         program = _load(path, compile_, donated)
     except Exception:  # absent or unreadable: compile it
         program = _compiled(lambda: lowered, options)
-        keep(path, pickle.dumps(serialize_executable.serialize(program)))
-        trim(path.parent, PROGRAMS_BYTES)
+        try:
+            data = pickle.dumps(serialize_executable.serialize(program))
+        except Exception:  # one that cannot be stored (a call back to Python, say) is not
+            return program
+        keep(path, data)
     keep(pointer, path.name.encode())
+    trim(path.parent, PROGRAMS_BYTES)  # a new program or a new name of one
     return program
 
 
@@ -234,15 +250,18 @@ def _compiled(lower: Callable[[], Any], options: dict) -> Any:
 
 
 PROGRAMS_BYTES = 512 * 2**20  # what the stored programs may take on disk, at most
+POINTERS = 4096  # and how many names of them (`.key`: one per config and program) at most
 
 
-def trim(folder: Path, most: int) -> None:
+def trim(folder: Path, most: int, names: int = POINTERS) -> None:
     """Remove the programs of `folder` used longest ago until they take at most `most`
-    bytes, and the names (`.key`) of programs no longer there: every model, shape and
-    version of jab stores its own programs (a few MB each), which would otherwise pile
-    up."""
+    bytes, the names (`.key`) of programs no longer there or that cannot be read, and
+    the names used longest ago beyond `names`: every model, shape and version of jab
+    stores its own programs (a few MB each), and every config its names, which would
+    otherwise pile up."""
     try:
         files = [(f.stat(), f) for f in folder.glob("*.bin")]
+        pointers = [(f.stat(), f) for f in folder.glob("*.key")]
     except OSError:  # another process trimming at the same time
         return
     files.sort(key=lambda found: found[0].st_mtime, reverse=True)  # the newest first
@@ -251,9 +270,14 @@ def trim(folder: Path, most: int) -> None:
         total += stat.st_size
         if total > most:
             f.unlink(missing_ok=True)
-    for pointer in folder.glob("*.key"):
-        with contextlib.suppress(OSError, ValueError):
-            if not pointer.with_name(pointer.read_text().strip()).exists():
+    pointers.sort(key=lambda found: found[0].st_mtime, reverse=True)
+    for i, (_, pointer) in enumerate(pointers):
+        with contextlib.suppress(OSError):
+            try:
+                named = pointer.with_name(pointer.read_text().strip())
+            except ValueError:  # empty: names nothing
+                named = None
+            if i >= names or named is None or not named.exists():
                 pointer.unlink()
 
 

@@ -90,13 +90,13 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
         "eval_s": time.perf_counter() - tic,
         "seeds": [
             {
-                "seed": experiment.config.train.seed + i,  # a group's seeds follow on
+                "seed": run.load_config()[0].train.seed,  # as the seed's own run says
                 "per_length": {
                     str(n): {k: row[k] for k in FIGURES if k in row}
                     for n, row in each["per_length"].items()
                 },
             }
-            for i, each in enumerate(result.get("seeds", [result]))
+            for run, each in zip(seeds, result.get("seeds", [result]), strict=True)
         ],
     }
     runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
