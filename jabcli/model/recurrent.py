@@ -10,10 +10,11 @@ a scan) and its output at slot j, through a ReLU and a linear layer, predicts th
 token j. Nothing is fed back: an answer is one pass (`decode.one_pass_decode`).
 
 - LSTM: `hk.LSTM` of model.d_model units.
-- Stack-RNN: a tanh RNN of model.d_model units that reads, beside each token, the top
-  cell of a stack of model.memory_size cells of model.memory_cell_size numbers; from its
-  new state it computes a value to push and a softmax over three actions (push, pop,
-  no-op), and the next stack is their mixture (`update_stack`).
+- Stack-RNN: a ReLU RNN (`hk.VanillaRNN`, the paper's controller) of model.d_model units
+  that reads, beside each token, the top cell of a stack of model.memory_size cells of
+  model.memory_cell_size numbers; from its new state it computes a value to push and a
+  softmax over three actions (push, pop, no-op), and the next stack is their mixture
+  (`update_stack`).
 - Tape-RNN: the same RNN reading the cell under a tape's head; it writes a value (an MLP
   of two hidden layers of 64) into that cell, then moves by a softmax over five actions
   (stay, one cell left or right, as many cells as the input has symbols left or right),
