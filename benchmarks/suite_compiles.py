@@ -49,8 +49,15 @@ class _Compiled(logging.Handler):
             tests[current[0]] += float(found[2])
 
 
+def listening(config) -> bool:
+    """In a pytest process that runs tests: an xdist worker, or pytest without workers
+    (xdist's controller only hands tests out)."""
+    controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    return bool(os.environ.get(OUT)) and not controller
+
+
 def pytest_configure(config) -> None:
-    if not os.environ.get(OUT):
+    if not listening(config):
         return
     import jax.monitoring
 
@@ -73,7 +80,7 @@ def pytest_runtest_logstart(nodeid, location) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    if not os.environ.get(OUT):
+    if not listening(config):
         return
     record = {
         "events": [[k, v, event_counts[k]] for k, v in events.items()],
@@ -111,7 +118,7 @@ def main() -> None:
                 counts[name] += count[0] if count else 1
         return seconds, counts
 
-    print(f"\nsuite: {wall:.0f} s wall, pytest exit {ended.returncode}, {len(totals)} processes")
+    print(f"\nsuite: {wall:.0f} s wall, exit {ended.returncode}, {len(totals)} test processes")
     seconds, counts = summed("events")
     print("\n| JAX event (pytest workers) | seconds | count |\n|---|---:|---:|")
     for name, value in seconds.most_common(8):
