@@ -71,6 +71,11 @@ class TrainView(Observer):
         self.live = live(self.render())
         self.live.__enter__()
 
+    def stopping(self, signum: int) -> None:
+        super().stopping(signum)
+        if self.live is not None:
+            self.progress.update(self.bar, ended="stopping")
+
     def end(self) -> None:
         if self.live is not None:
             self.live.update(self.render())

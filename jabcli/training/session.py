@@ -26,6 +26,8 @@ from jabcli.runs.runs import Run
 from jabcli.training import checkpoints
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from jabcli.model.experiment import Experiment
     from jabcli.training.training import HeldOutResult
 
@@ -63,6 +65,12 @@ class Observer:
         fresh_note = "; it has no checkpoint yet" if fresh else ""
         self.note(f"Resuming {path} from step {step}{fresh_note}")
 
+    def stopping(self, signum: int) -> None:
+        """A first SIGINT or SIGTERM arrived: training stops once the chunk of steps under
+        way ends, with a checkpoint there; a second one stops at once. Said when the
+        signal comes, which on a slow model can be minutes before the chunk ends."""
+        self.note(stopping_line(signum))
+
     def log(self, records: list[dict[str, Any]]) -> None:
         """Each seed's metrics.jsonl record, once per chunk of steps."""
 
@@ -99,11 +107,24 @@ class Outcome:
         return bool(self.at_target) and all(self.at_target)
 
 
-class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the training loop polls."""
+def stopping_line(signum: int) -> str:
+    """What a first SIGINT or SIGTERM does to training, in one line."""
+    if signum == signal.SIGINT:
+        return (
+            "Stopping when the steps under way end, with a checkpoint there; "
+            "Ctrl-C again stops at once, keeping only the last checkpoint"
+        )
+    name = signal.Signals(signum).name
+    return f"{name}: stopping when the steps under way end, with a checkpoint there"
 
-    def __init__(self) -> None:
+
+class StopRequest:
+    """Turns SIGINT/SIGTERM into a flag the training loop polls; `on_first` hears of the
+    first signal as it comes (a second one stops at once)."""
+
+    def __init__(self, on_first: Callable[[int], None] = lambda signum: None) -> None:
         self.signum: int | None = None
+        self.on_first = on_first
 
     def __enter__(self) -> StopRequest:
         self._previous = {
@@ -119,6 +140,8 @@ class StopRequest:
         if self.signum is not None:  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
         self.signum = signum
+        with contextlib.suppress(Exception):  # saying so must never stop training itself
+            self.on_first(signum)
 
     def __call__(self) -> bool:
         return self.signum is not None
@@ -133,9 +156,11 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
     from jabcli.training.training import check
 
     check(experiment)
-    with StopRequest() as stop:  # a Ctrl-C while the folder is made stops at step 0
+    observer = observer or Observer()
+    # A Ctrl-C while the folder is made stops training at step 0.
+    with StopRequest(observer.stopping) as stop:
         path, created = create(experiment, out)
-        return _train(path, created, experiment, None, observer or Observer(), stop)
+        return _train(path, created, experiment, None, observer, stop)
 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
@@ -173,7 +198,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
             )
     check(experiment)
-    with StopRequest() as stop:
+    with StopRequest(observer.stopping) as stop:
         for run, saved in zip(seeds, saved_steps):
             if saved != cfg.train.steps:
                 with run.lock():
