@@ -273,9 +273,11 @@ def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_pr
     code, out, err = interrupt_when(args, tmp_path, saved_past(0), signal.SIGTERM)
     assert code == 143, err
     assert "Interrupted: 0 of 1 cells measured" in out and "Resume with:" in out
+    assert "SIGTERM: stopping each running cell when its steps under way end" in out
     first = max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz"))
     code, out, err = interrupt_when(args, tmp_path, saved_past(first), signal.SIGINT)
     assert code == 130, err
+    assert "Stopping each running cell when its steps under way end" in out
     assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
     log = (tmp_path / "runs/r/logs/long.log").read_text()
     assert f"Resuming runs/r/long from step {first}" in log  # the study's folder, not a task's

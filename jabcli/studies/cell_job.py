@@ -39,6 +39,9 @@ class CellObserver:
         score = Spread.of(r["seq_acc"] for r in results).median
         self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": score})
 
+    def stopping(self, signum: int) -> None:
+        pass  # the driver says it, once for the whole study
+
     def end(self) -> None:
         pass
 
