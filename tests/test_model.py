@@ -8,7 +8,7 @@ import pytest
 from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
+from jabcli.evaluation.decode import FREE, free, greedy_decode, greedy_decode_full
 from jabcli.model.experiment import resolve
 from jabcli.model.model import answer_columns, build
 from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
@@ -156,12 +156,16 @@ def test_forced_length_decoding_writes_eos_exactly_at_the_given_length():
         assert list(np.argmax(out[:2] == EOS_ID, axis=1)) == [6, 1]
         assert np.all(out[0, :6] != EOS_ID) and np.all(out[0, 7:] == PAD_ID)
         assert np.all(out[2] == PAD_ID)  # a filler row still gets no answer
-    free = np.asarray(greedy_decode(fns, params, src, 8, *positions))
+    chosen = np.asarray(greedy_decode(fns, params, src, 8, *positions))
     forced = np.asarray(greedy_decode(fns, params, src, 8, *positions, lengths))
+    # FREE lengths force nothing: the program that forces answers as no lengths do.
+    mixed = greedy_decode(fns, params, src, 8, *positions, jnp.array([6, FREE, FREE]))
+    np.testing.assert_array_equal(mixed[1:], chosen[1:])
+    np.testing.assert_array_equal(mixed[0], forced[0])
     # Until its true length a row writes what it would have written unforced, or, where
     # the free answer ended early, the best symbol that is not <eos>.
-    stop = np.argmax(free[0] == EOS_ID) if EOS_ID in free[0] else 8
-    np.testing.assert_array_equal(forced[0, : min(stop, 6)], free[0, : min(stop, 6)])
+    stop = np.argmax(chosen[0] == EOS_ID) if EOS_ID in chosen[0] else 8
+    np.testing.assert_array_equal(forced[0, : min(stop, 6)], chosen[0, : min(stop, 6)])
 
 
 # A copy model of one layer run twice over, shaped as the flop count needs (XLA counts a
@@ -296,7 +300,8 @@ def test_the_encoder_form_answers_every_symbol_in_one_pass_from_empty_slots():
     np.testing.assert_allclose(padded[:, :answer_width][slots], logits[slots], atol=1e-3)
     # The answer is each slot's likeliest token, up to the first <eos>.
     positions = experiment.positions(jax.random.PRNGKey(0), batch.src, answer_width)
-    out = np.asarray(one_pass_decode(experiment.model, params, batch.src, answer_width, *positions))
+    unforced = (*positions, free(batch.src))  # as `jab eval` decodes, with forced's program
+    out = np.asarray(one_pass_decode(experiment.model, params, batch.src, answer_width, *unforced))
     best = np.asarray(jnp.argmax(logits, -1))
     for row, chosen in zip(out, best):
         stop = np.argmax(chosen == EOS_ID) if EOS_ID in chosen else answer_width
@@ -450,8 +455,10 @@ def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decodi
     experiment, params, batch = decoder_form("reverse", f"model.pos_encoding={pos_encoding}", *sets)
     width = batch.tgt_in.shape[1]
     positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
-    fast = greedy_decode(experiment.model, params, batch.src, width, *positions)
-    slow = greedy_decode_full(experiment.model, params, batch.src, width, *positions)
+    # Free lengths, as `jab eval` decodes: the program that forced decoding runs.
+    unforced = (*positions, free(batch.src))
+    fast = greedy_decode(experiment.model, params, batch.src, width, *unforced)
+    slow = greedy_decode_full(experiment.model, params, batch.src, width, *unforced)
     np.testing.assert_array_equal(fast, slow)
     assert len(np.unique(np.asarray(fast))) > 3
     # Forced to the answers' true lengths, cached decoding still matches.
@@ -466,7 +473,7 @@ def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decodi
     more = experiment.positions(jax.random.PRNGKey(0), wider, width)
     if pos_encoding not in ("randomized", "coupled_sinusoidal"):  # (they draw afresh)
         np.testing.assert_array_equal(
-            greedy_decode(experiment.model, params, wider, width, *more), fast
+            greedy_decode(experiment.model, params, wider, width, *more, free(wider)), fast
         )
 
 

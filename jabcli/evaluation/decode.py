@@ -9,8 +9,10 @@ added to fill a batch) counts as finished from the start and gets no answer.
 
 Given `lengths` [B], the answers' true lengths, decoding is forced to that length:
 <eos> is never chosen before it and always written at it (`jab eval --force-length`),
-so what is scored is the content alone. Given `limits` [B], a row stops after that many
-tokens: no answer is longer than the task allows for its source (`answer`).
+so what is scored is the content alone. A row whose length is FREE is not forced:
+`answered` decodes free rows so, and free and forced decoding share one program. Given
+`limits` [B], a row stops after that many tokens: no answer is longer than the task
+allows for its source (`answer`).
 
 The encoder form (model.arch=encoder, encoder_only.py) and the recurrent forms
 (recurrent.py) feed nothing back: their answer is one pass, every slot's token chosen
@@ -50,13 +52,23 @@ def _finish(tokens: jax.Array) -> jax.Array:
     return jnp.where(after_eos, PAD_ID, tokens)
 
 
+FREE = -1  # a row's entry in `lengths` that forces nothing: it ends where it chooses
+
+
+def free(src) -> jax.Array:
+    """`lengths` [B] that force no row: decoded so, the answers are those of no `lengths`,
+    from the program that forced decoding runs too."""
+    return jnp.full(src.shape[:1], FREE, jnp.int32)
+
+
 def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | None):
     """[B, V] logits at target index `position` -> the greedy tokens [B]: never <pad> or
     <bos>, which no answer holds (fed back, a decoder-only model's full pass would mask a
-    <pad> that its cache keeps)."""
+    <pad> that its cache keeps); a row with a length (not FREE) in `lengths`: <eos> at it
+    and nowhere else."""
     logits = logits.at[:, jnp.array([PAD_ID, BOS_ID])].set(-jnp.inf)
     if lengths is not None:
-        logits = logits.at[:, EOS_ID].set(-jnp.inf)
+        logits = logits.at[:, EOS_ID].set(jnp.where(lengths == FREE, logits[:, EOS_ID], -jnp.inf))
     token = jnp.argmax(logits, axis=-1)
     if lengths is not None:
         token = jnp.where(position == lengths, EOS_ID, token)
@@ -111,8 +123,9 @@ def answered(experiment, params, keys, src, max_out: int, lengths=None):
     """`answer`, run by its program for these shapes: compiled once per process, and kept
     on disk for the next one (`runtime.stored_program`), so that a warm `jab predict`
     neither traces nor lowers it. Chunks of one shape decoded side by side compile it
-    once."""
-    shapes = (src.shape, keys.shape, max_out, None if lengths is None else lengths.shape)
+    once, and so do free and forced decoding (no `lengths` is `free` lengths)."""
+    lengths = free(src) if lengths is None else jnp.asarray(lengths, jnp.int32)
+    shapes = (src.shape, keys.shape, max_out, lengths.shape)
     found = (experiment, shapes, jax.device_count())
     with _lock:
         compiling = _compiling.setdefault(found, threading.Lock())
@@ -331,9 +344,8 @@ def decode_rows(
         batch[: len(rows)] = src[rows, :width]
         ids = np.arange(size) + len(src)  # extra rows draw from keys no row uses
         ids[: len(rows)] = rows
-        forced = None
+        forced = np.full(size, FREE, np.int32)
         if lengths is not None:
-            forced = np.zeros(size, np.int32)
             forced[: len(rows)] = lengths[rows]
         decoded, _ = answered(experiment, params, row_keys(key, ids), batch, out_width, forced)
         return np.asarray(decoded)[: len(rows)]
