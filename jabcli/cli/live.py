@@ -57,6 +57,7 @@ class TrainView(Observer):
         self.eval: list[dict[str, Any]] = []  # the latest evaluation of each seed
         self.live: Live | None = None
         self.target = 1.0
+        self.stopped = False  # a first signal came: training stops after this chunk
 
     def note(self, message: str) -> None:
         say(message)
@@ -73,6 +74,7 @@ class TrainView(Observer):
 
     def stopping(self, signum: int) -> None:
         super().stopping(signum)
+        self.stopped = True
         if self.live is not None:
             self.progress.update(self.bar, ended="stopping")
 
@@ -116,7 +118,7 @@ class TrainView(Observer):
             self.bar,
             completed=first["step"],
             speed=f"{first['steps_per_sec']:.0f} steps/s",
-            ended="target reached" if reached else "",
+            ended="target reached" if reached else "stopping" if self.stopped else "",
         )
         if reached:
             self.progress.stop_task(self.bar)

@@ -55,10 +55,10 @@ def _finish(tokens: jax.Array) -> jax.Array:
 FREE = -1  # a row's entry in `lengths` that forces nothing: it ends where it chooses
 
 
-def free(src) -> jax.Array:
+def free(src) -> np.ndarray:
     """`lengths` [B] that force no row: decoded so, the answers are those of no `lengths`,
     from the program that forced decoding runs too."""
-    return jnp.full(src.shape[:1], FREE, jnp.int32)
+    return np.full(src.shape[:1], FREE, np.int32)
 
 
 def _choose(logits: jax.Array, position, empty: jax.Array, lengths: jax.Array | None):

@@ -67,8 +67,9 @@ class Observer:
 
     def stopping(self, signum: int) -> None:
         """A first SIGINT or SIGTERM arrived: training stops once the chunk of steps under
-        way ends, with a checkpoint there; a second one stops at once. Said when the
-        signal comes, which on a slow model can be minutes before the chunk ends."""
+        way ends, with a checkpoint there; a second one stops at once. Said within
+        milliseconds of the signal while a chunk runs (on a slow model, minutes before
+        it ends), from the training thread; during an evaluation, once it ends."""
         self.note(stopping_line(signum))
 
     def log(self, records: list[dict[str, Any]]) -> None:
@@ -119,12 +120,15 @@ def stopping_line(signum: int) -> str:
 
 
 class StopRequest:
-    """Turns SIGINT/SIGTERM into a flag the training loop polls; `on_first` hears of the
-    first signal as it comes (a second one stops at once)."""
+    """Turns SIGINT/SIGTERM into a flag the training loop polls (a second signal stops at
+    once). The first poll that finds it set tells `on_first`: from the polling thread,
+    since a signal handler that prints could wait forever on a lock its own thread
+    holds (Rich's, mid-line)."""
 
-    def __init__(self, on_first: Callable[[int], None] = lambda signum: None) -> None:
+    def __init__(self, on_first: Callable[[int], None] | None = None) -> None:
         self.signum: int | None = None
         self.on_first = on_first
+        self.told = False
 
     def __enter__(self) -> StopRequest:
         self._previous = {
@@ -140,10 +144,13 @@ class StopRequest:
         if self.signum is not None:  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
         self.signum = signum
-        with contextlib.suppress(Exception):  # saying so must never stop training itself
-            self.on_first(signum)
 
     def __call__(self) -> bool:
+        if self.signum is not None and not self.told:
+            self.told = True
+            if self.on_first is not None:
+                with contextlib.suppress(Exception):  # saying so must never stop training
+                    self.on_first(self.signum)
         return self.signum is not None
 
 
@@ -158,7 +165,7 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
     check(experiment)
     observer = observer or Observer()
     # A Ctrl-C while the folder is made stops training at step 0.
-    with StopRequest(observer.stopping) as stop:
+    with StopRequest(getattr(observer, "stopping", None)) as stop:
         path, created = create(experiment, out)
         return _train(path, created, experiment, None, observer, stop)
 
@@ -198,7 +205,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
             )
     check(experiment)
-    with StopRequest(observer.stopping) as stop:
+    with StopRequest(getattr(observer, "stopping", None)) as stop:
         for run, saved in zip(seeds, saved_steps):
             if saved != cfg.train.steps:
                 with run.lock():

@@ -334,12 +334,15 @@ class Trained:
         return bool(self.at_target) and all(self.at_target)
 
 
-def wait(tree: Any) -> Any:
+def wait(tree: Any, meanwhile: Callable[[], Any] = lambda: None) -> Any:
     """`tree` once computed. Waits in short sleeps rather than inside XLA, so that signal
-    handlers run meanwhile: a computation that never ends can still be interrupted."""
+    handlers run meanwhile: a computation that never ends can still be interrupted; and
+    calls `meanwhile()` between sleeps (the session's stop request, which then says in
+    this thread, not in its signal handler, that a signal came)."""
     leaves = jax.tree_util.tree_leaves(tree)
     while not all(leaf.is_ready() for leaf in leaves):
         time.sleep(0.002)
+        meanwhile()
     return tree
 
 
@@ -547,7 +550,8 @@ class Trainer:
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
-            self.state, metrics = wait(self.chunk(self.state, jnp.asarray(n, jnp.int32)))
+            chunk = self.chunk(self.state, jnp.asarray(n, jnp.int32))
+            self.state, metrics = wait(chunk, should_stop)
             metrics = {k: np.reshape(v, -1) for k, v in jax.device_get(metrics).items()}
             step = step_before + n
             for seed, finite in zip(self.seeds, metrics.pop("finite")):
