@@ -125,7 +125,9 @@ def run(
                         observer.event(by_folder[folder], event)
                 while stop.forwarded < stop.count:
                     if stop.forwarded == 0 and cells.running():
-                        observer.note(stopping_line(stop.signum))
+                        from jabcli.training.session import stopping_line
+
+                        observer.note(stopping_line(stop.signum, cells=True))
                     cells.stop(stop.signum, second=stop.forwarded > 0)
                     stop.forwarded += 1
                 for folder, code, error in cells.ended():
@@ -168,17 +170,6 @@ def prepare(study: Study, out: Path, experiments, plan: studies.FolderPlan, summ
         if not (out / cell.folder).exists():
             session.create(experiment, out / cell.folder)
     summary.measured += [c for c in study.cells if studies.evaluation_of(out, c) is not None]
-
-
-def stopping_line(signum: int) -> str:
-    """What a first SIGINT or SIGTERM does to a study's running cells, in one line."""
-    if signum == signal.SIGINT:
-        return (
-            "Stopping each running cell when its steps under way end, with a checkpoint "
-            "there; Ctrl-C again stops them at once, keeping only their last checkpoints"
-        )
-    name = signal.Signals(signum).name
-    return f"{name}: stopping each running cell when its steps under way end, with a checkpoint"
 
 
 class Stop:

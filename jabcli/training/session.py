@@ -108,15 +108,19 @@ class Outcome:
         return bool(self.at_target) and all(self.at_target)
 
 
-def stopping_line(signum: int) -> str:
-    """What a first SIGINT or SIGTERM does to training, in one line."""
-    if signum == signal.SIGINT:
-        return (
-            "Stopping when the steps under way end, with a checkpoint there; "
-            "Ctrl-C again stops at once, keeping only the last checkpoint"
-        )
-    name = signal.Signals(signum).name
-    return f"{name}: stopping when the steps under way end, with a checkpoint there"
+def stopping_line(signum: int, cells: bool = False) -> str:
+    """What a first SIGINT or SIGTERM does to training (to a study's running `cells`), in
+    one line."""
+    when = "each running cell when its" if cells else "when the"
+    line = f"stopping {when} steps under way end, with a checkpoint there"
+    if signum != signal.SIGINT:
+        return f"{signal.Signals(signum).name}: {line}"
+    kept = (
+        "them at once, keeping only their last checkpoints"
+        if cells
+        else ("at once, keeping only the last checkpoint")
+    )
+    return f"S{line[1:]}; Ctrl-C again stops {kept}"
 
 
 class StopRequest:
