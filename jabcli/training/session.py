@@ -108,7 +108,7 @@ class Outcome:
         return bool(self.at_target) and all(self.at_target)
 
 
-def stopping_line(signum: int, cells: bool = False) -> str:
+def stopping_line(signum: int, *, cells: bool = False) -> str:
     """What a first SIGINT or SIGTERM does to training (to a study's running `cells`), in
     one line."""
     when = "each running cell when its" if cells else "when the"
