@@ -197,7 +197,7 @@ def test_decoding_in_chunks_of_similar_length_gives_the_answers_of_one_batch(sch
     as its longest; every answer (and every forced-length answer) is the one a single
     batch of all of them gives, whatever the positional scheme: fixed, drawn at random
     per input, relative, coupled, or with index hints."""
-    from jabcli.evaluation.decode import answer, decode_rows, plan, row_keys
+    from jabcli.evaluation.decode import answer, decode_rows, free, plan, row_keys
     from jabcli.evaluation.evaluate import draw_held_out
     from jabcli.model.experiment import resolve
 
@@ -212,7 +212,8 @@ def test_decoding_in_chunks_of_similar_length_gives_the_answers_of_one_batch(sch
     budget = 16 * 2**10  # a few rows a chunk: many chunks, of several widths
     chunks = plan(experiment, src, max_out, budget)
     assert len({width for _, width, _, _ in chunks}) >= 2 and len(chunks) >= 4
-    whole, _ = answer(experiment, params, row_keys(key, rows), src, max_out)
+    # Free lengths: the program decode_rows runs, unforced as forced.
+    whole, _ = answer(experiment, params, row_keys(key, rows), src, max_out, free(src))
     chunked = decode_rows(experiment, params, key, src, max_out, budget=budget)
     np.testing.assert_array_equal(chunked, whole)
     assert len(np.unique(chunked)) > 4
