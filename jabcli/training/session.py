@@ -115,12 +115,8 @@ def stopping_line(signum: int, *, cells: bool = False) -> str:
     line = f"stopping {when} steps under way end, with a checkpoint there"
     if signum != signal.SIGINT:
         return f"{signal.Signals(signum).name}: {line}"
-    kept = (
-        "them at once, keeping only their last checkpoints"
-        if cells
-        else ("at once, keeping only the last checkpoint")
-    )
-    return f"S{line[1:]}; Ctrl-C again stops {kept}"
+    them, their = ("them ", "their last checkpoints") if cells else ("", "the last checkpoint")
+    return f"{line.capitalize()}; Ctrl-C again stops {them}at once, keeping only {their}"
 
 
 class StopRequest:
