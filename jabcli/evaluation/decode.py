@@ -124,7 +124,7 @@ def answered(experiment, params, keys, src, max_out: int, lengths=None):
     on disk for the next one (`runtime.stored_program`), so that a warm `jab predict`
     neither traces nor lowers it. Chunks of one shape decoded side by side compile it
     once, and so do free and forced decoding (no `lengths` is `free` lengths)."""
-    lengths = free(src) if lengths is None else jnp.asarray(lengths, jnp.int32)
+    lengths = free(src) if lengths is None else np.asarray(lengths, np.int32)
     shapes = (src.shape, keys.shape, max_out, lengths.shape)
     found = (experiment, shapes, jax.device_count())
     with _lock:
