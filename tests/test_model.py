@@ -195,11 +195,12 @@ def test_looped_layers_share_their_weights_and_compute_deeper():
 
 
 @pytest.mark.parametrize(
-    "steps, warmup, learning_rate",
-    [(300, 50, 0.0015), (150, 0, 0.003), (2000, 200, 5e-4), (40, 100, 1e-3), (7, 3, 0.01)],
-)
+    "steps, warmup, learning_rate, final",
+    [(300, 50, 0.0015, 0.1), (150, 0, 0.003, 0.1), (2000, 200, 5e-4, 0.1),
+     (40, 100, 1e-3, 0.1), (7, 3, 0.01, 0.1), (500, 0, 1e-3, 1.0), (300, 20, 3e-3, 0.0)],
+)  # fmt: skip
 def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
-    steps, warmup, learning_rate
+    steps, warmup, learning_rate, final
 ):
     """The schedule's numbers are the training program's input, so that more steps or
     another learning rate compile nothing; the rates it computes from them are optax's,
@@ -211,7 +212,8 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
     from jabcli.training import training
 
     tr = dataclasses.replace(
-        TrainConfig(), steps=steps, warmup_steps=warmup, learning_rate=learning_rate
+        TrainConfig(), steps=steps, warmup_steps=warmup, learning_rate=learning_rate,
+        final_lr_fraction=final,
     )
     counts = jnp.arange(steps + 2, dtype=jnp.int32)
     expected = jax.jit(jax.vmap(training.learning_rate_schedule(tr)))(counts)
@@ -221,6 +223,8 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
 
     rates = jax.jit(rates)(training.Schedule.of(tr), counts)
     np.testing.assert_allclose(rates, expected, rtol=2.5e-7, atol=0)
+    if final == 1.0 and not warmup:  # the paper's recurrent models' constant rate
+        np.testing.assert_array_equal(rates, np.float32(learning_rate))
 
 
 def test_more_loops_compile_no_bigger_a_program():

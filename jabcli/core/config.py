@@ -80,7 +80,9 @@ class TrainConfig:
     steps: int = 2000
     learning_rate: float = 3e-3
     warmup_steps: int = 200
+    final_lr_fraction: float = 0.1  # the learning rate at the last step, over learning_rate
     weight_decay: float = 0.01
+    adam_b2: float = 0.98  # AdamW's second-moment decay
     clip_norm: float = 1.0
     seed: int = 0
     seeds: int = 1  # models trained side by side, with seeds seed .. seed + seeds - 1
@@ -330,6 +332,10 @@ def validate(config: Config) -> None:
         )
     if not 0.0 <= m.dropout < 1.0:
         raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")
+    if not 0.0 <= tr.final_lr_fraction <= 1.0:
+        raise JabError(f"train.final_lr_fraction must be in [0, 1], got {tr.final_lr_fraction}")
+    if not 0.0 <= tr.adam_b2 < 1.0:
+        raise JabError(f"train.adam_b2 must be in [0, 1), got {tr.adam_b2}")
     if not 0.0 < tr.target_seq_acc <= 1.0:
         raise JabError(f"train.target_seq_acc must be in (0, 1], got {tr.target_seq_acc}")
     for key, allowed in CHOICES.items():

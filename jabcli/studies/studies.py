@@ -168,6 +168,8 @@ ADDED_LATER = (
     ("model", "memory_size"),
     ("model", "memory_cell_size"),
     ("model", "answer_embedding"),
+    ("train", "final_lr_fraction"),
+    ("train", "adam_b2"),
 )
 
 

@@ -47,11 +47,12 @@ class TrainingState(NamedTuple):
 
 class Schedule(NamedTuple):
     """The numbers of the learning-rate schedule, linear warmup from 0 to `peak` then
-    cosine decay to a tenth of it at train.steps (`learning_rate`). The training program
-    takes them as values, not constants, so that configs which differ only in
-    train.steps, train.learning_rate or train.warmup_steps (`SCHEDULE_KEYS`) share one
-    compiled program: a run extended with more steps, or a study's rows of learning
-    rates, compile once.
+    cosine decay to train.final_lr_fraction of it at train.steps (`learning_rate`; a
+    fraction of 1 keeps it constant). The training program takes them as values, not
+    constants, so that configs which differ only in train.steps, train.learning_rate,
+    train.warmup_steps or train.final_lr_fraction (`SCHEDULE_KEYS`) share one compiled
+    program: a run extended with more steps, or a study's rows of learning rates,
+    compile once.
 
     optax's own `warmup_cosine_decay_schedule` cannot be built inside the program from
     these numbers as traced values: it takes its step counts as Python ints and branches
@@ -75,13 +76,13 @@ class Schedule(NamedTuple):
         f32, peak = np.float32, tr.learning_rate
         warmup = min(tr.warmup_steps, tr.steps)
         decay = max(tr.steps, tr.warmup_steps + 1) - warmup
-        end = peak * 0.1 / peak if peak else 0.0  # as optax: not always 0.1 in floats
+        end = peak * tr.final_lr_fraction / peak if peak else 0.0  # as optax computes it
         per_warmup = f32(1) / f32(warmup) if warmup else f32(np.inf)
         return cls(f32(peak), np.int32(warmup), per_warmup, f32(decay),
                    f32(1) / f32(decay), f32(1 - end), f32(end))  # fmt: skip
 
 
-SCHEDULE_KEYS = ("steps", "learning_rate", "warmup_steps")
+SCHEDULE_KEYS = ("steps", "learning_rate", "warmup_steps", "final_lr_fraction")
 
 
 def learning_rate(schedule: Schedule, warms: bool, count: jax.Array) -> jax.Array:
@@ -107,7 +108,7 @@ def learning_rate_schedule(tr: TrainConfig) -> optax.Schedule:
         peak_value=tr.learning_rate,
         warmup_steps=min(tr.warmup_steps, tr.steps),
         decay_steps=max(tr.steps, tr.warmup_steps + 1),
-        end_value=tr.learning_rate * 0.1,
+        end_value=tr.learning_rate * tr.final_lr_fraction,
     )
 
 
@@ -118,7 +119,7 @@ def make_optimizer(tr: TrainConfig, schedule: Schedule) -> optax.GradientTransfo
         optax.adamw(
             functools.partial(learning_rate, schedule, tr.warmup_steps > 0),
             b1=0.9,
-            b2=0.98,
+            b2=tr.adam_b2,
             weight_decay=tr.weight_decay,
         ),
     )
