@@ -47,12 +47,10 @@ class TrainingState(NamedTuple):
 
 class Schedule(NamedTuple):
     """The numbers of the learning-rate schedule, linear warmup from 0 to `peak` then
-    cosine decay to train.final_lr_fraction of it at train.steps (`learning_rate`; a
-    fraction of 1 keeps it constant). The training program takes them as values, not
-    constants, so that configs which differ only in train.steps, train.learning_rate,
-    train.warmup_steps or train.final_lr_fraction (`SCHEDULE_KEYS`) share one compiled
-    program: a run extended with more steps, or a study's rows of learning rates,
-    compile once.
+    cosine decay to train.final_lr_fraction of it at train.steps (`learning_rate`). The
+    training program takes them as values, not constants, so that configs which differ
+    only in these numbers (`SCHEDULE_KEYS`) share one compiled program: a run extended
+    with more steps, or a study's rows of learning rates, compile once.
 
     optax's own `warmup_cosine_decay_schedule` cannot be built inside the program from
     these numbers as traced values: it takes its step counts as Python ints and branches
