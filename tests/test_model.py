@@ -212,7 +212,10 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
     from jabcli.training import training
 
     tr = dataclasses.replace(
-        TrainConfig(), steps=steps, warmup_steps=warmup, learning_rate=learning_rate,
+        TrainConfig(),
+        steps=steps,
+        warmup_steps=warmup,
+        learning_rate=learning_rate,
         final_lr_fraction=final,
     )
     counts = jnp.arange(steps + 2, dtype=jnp.int32)
