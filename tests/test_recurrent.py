@@ -79,6 +79,21 @@ def test_the_tapes_jumps_pass_back_the_gradient_of_a_plain_roll():
 
     ours = jax.grad(lambda cells: jnp.sum(weights * roll_rows(cells, shift) ** 2))(cells)
     np.testing.assert_allclose(ours, jax.grad(plain)(cells), rtol=1e-6)
+    # On rings of each row's first cells (model.memory_grows), the same of those cells.
+    ring = [7, 4, 5]
+
+    def plain_rings(cells):
+        rolled = jnp.stack([
+            jnp.concatenate([jnp.roll(row[:n], int(s), axis=0), row[n:]])
+            for row, s, n in zip(cells, shift, ring)
+        ])  # fmt: skip
+        return jnp.sum(weights * rolled**2)
+
+    def rings(cells):
+        return jnp.sum(weights * roll_rows(cells, shift, jnp.asarray(ring)) ** 2)
+
+    np.testing.assert_allclose(rings(cells), plain_rings(cells), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(rings)(cells), jax.grad(plain_rings)(cells), rtol=1e-6)
 
 
 def test_the_tape_is_written_under_its_head_then_stays_moves_or_jumps_the_inputs_length():
@@ -106,6 +121,24 @@ def test_the_tape_is_written_under_its_head_then_stays_moves_or_jumps_the_inputs
     assert np.asarray(rows)[:, :, 0].tolist() == [[2, 3, 4, 5, 9], [4, 5, 9, 2, 3]]
 
 
+def test_a_growing_tape_is_a_ring_of_each_rows_own_tokens_and_the_rest_never_moves():
+    """With model.memory_grows each row's tape is a ring of as many cells as its sequence
+    has tokens; the cells past them (a longer row's) stay as they are."""
+    tape, value = jnp.concatenate([cells(1, 2, 3, 4, 5, 6)] * 2), jnp.asarray([[9.0], [9.0]])
+    ring = jnp.asarray([4, 6])
+
+    def after(action, jump=(1, 1)):
+        actions = jnp.concatenate([chosen(action, 5)] * 2)
+        moved = update_tape(tape, actions, value, jnp.asarray(jump), ring)
+        return np.asarray(moved)[:, :, 0].tolist()
+
+    assert after(STAY) == [[9, 2, 3, 4, 5, 6], [9, 2, 3, 4, 5, 6]]
+    assert after(LEFT) == [[2, 3, 4, 9, 5, 6], [2, 3, 4, 5, 6, 9]]
+    assert after(RIGHT) == [[4, 9, 2, 3, 5, 6], [6, 9, 2, 3, 4, 5]]
+    assert after(JUMP_LEFT, jump=(2, 3)) == [[3, 4, 9, 2, 5, 6], [4, 5, 6, 9, 2, 3]]
+    assert after(JUMP_RIGHT, jump=(3, 2)) == [[2, 3, 4, 9, 5, 6], [5, 6, 9, 2, 3, 4]]
+
+
 @pytest.mark.parametrize("arch", FORMS)
 def test_each_recurrent_form_trains_and_its_loss_falls(arch):
     from jabcli.training.training import Trainer
@@ -120,11 +153,13 @@ def test_each_recurrent_form_trains_and_its_loss_falls(arch):
     assert np.isfinite(losses).all() and losses[-1] < 0.8 * losses[0], losses
 
 
-@pytest.mark.parametrize("arch", FORMS)
+@pytest.mark.parametrize("arch", [*FORMS, "stack_rnn grows", "tape_rnn grows"])
 def test_a_recurrent_forms_answer_depends_on_its_input_never_on_padding_or_the_answer(arch):
     from jabcli.training.training import init
 
-    experiment = resolve("reverse", sets=[f"model.arch={arch}", *SMALL])
+    arch, _, grows = arch.partition(" ")
+    sets = [f"model.arch={arch}", *SMALL, *(["model.memory_grows=true"] if grows else [])]
+    experiment = resolve("reverse", sets=sets)
     params = init(experiment, 0).params
     batch = experiment.sample(jax.random.PRNGKey(1), 8)
     forward = jax.jit(experiment.model.forward)
@@ -141,8 +176,13 @@ def test_a_recurrent_forms_answer_depends_on_its_input_never_on_padding_or_the_a
     steps = batch.src.shape[1] + width
     if arch == "lstm":
         assert trace.cells is None
-    else:  # the memory after every step: 30 cells of 8 for the stack, 40 for the tape
-        assert trace.cells.shape == (8, steps, 30 if arch == "stack_rnn" else 40, 8)
+    else:  # the memory after every step: 30 cells of 8 for the stack, 40 for the tape,
+        # or a cell a step of the sequence
+        memory = steps if grows else 30 if arch == "stack_rnn" else 40
+        assert trace.cells.shape == (8, steps, memory, 8)
+        # A row's answer is the one it gets alone, however long the rows beside it.
+        alone, _ = forward(params, None, batch.src[:1], batch.tgt_in[:1])
+        np.testing.assert_allclose(alone[0][answers[0]], logits[0][answers[0]], atol=1e-5)
     # Inputs that differ give answers that differ.
     other = jnp.where(batch.src > PAD_ID + 2, 3 + (batch.src - 2) % 4, batch.src)
     assert not np.allclose(forward(params, None, other, batch.tgt_in)[0], logits)
@@ -219,6 +259,12 @@ def test_a_tape_rnn_run_stopped_and_resumed_ends_bit_equal_to_one_trained_straig
          "model.memory_cell_size must be positive, got 0"),
         (["model.arch=tape_rnn", "model.memory_size=-1"],
          "model.memory_size must be zero or more, got -1"),
+        (["model.arch=lstm", "model.memory_grows=true"],
+         "model.memory_grows sizes the memory of model.arch=stack_rnn or tape_rnn; "
+         "model.arch=lstm has none (got True)"),
+        (["model.arch=tape_rnn", "model.memory_grows=true", "model.memory_size=512"],
+         "model.memory_grows gives tape_rnn a cell per step of what it reads: leave "
+         "model.memory_size at 0 (got 512)"),
         (["model.arch=rnn"],
          "model.arch must be one of encoder_decoder, encoder, decoder, lstm, stack_rnn, tape_rnn"),
     ],

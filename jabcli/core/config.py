@@ -63,6 +63,7 @@ class ModelConfig:
     arch: str = "encoder_decoder"  # the model form (model/registry.py: FORMS)
     memory_size: int = 0  # stack_rnn, tape_rnn: cells of the stack or tape (0: the paper's)
     memory_cell_size: int = 8  # stack_rnn, tape_rnn: numbers a cell holds (the paper's 8)
+    memory_grows: bool = False  # stack_rnn, tape_rnn: a cell per step of the sequence read
     answer_embedding: bool = False  # decoder: a learned vector added to every answer token
 
     @property

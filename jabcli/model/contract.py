@@ -93,7 +93,7 @@ class Form:
         if self.memory:
             return
         defaults = ModelConfig()
-        for key in ("memory_size", "memory_cell_size"):
+        for key in ("memory_size", "memory_cell_size", "memory_grows"):
             if getattr(m, key) != getattr(defaults, key):
                 raise JabError(
                     f"model.{key} sizes the memory of model.arch=stack_rnn or tape_rnn; "

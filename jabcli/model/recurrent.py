@@ -12,14 +12,18 @@ token j. Nothing is fed back: an answer is one pass (`decode.one_pass_decode`).
 - LSTM: `hk.LSTM` of model.d_model units.
 - Stack-RNN: a ReLU RNN (`hk.VanillaRNN`, the paper's controller) of model.d_model units
   that reads, beside each token, the top cell of a stack of model.memory_size cells of
-  model.memory_cell_size numbers; from its new state it computes a value to push and a
-  softmax over three actions (push, pop, no-op), and the next stack is their mixture
-  (`update_stack`).
+  model.memory_cell_size numbers (with model.memory_grows, a cell per column of the
+  sequence: more than it can push, so no cell ever falls off); from its new state it
+  computes a value to push and a softmax over three actions (push, pop, no-op), and the
+  next stack is their mixture (`update_stack`).
 - Tape-RNN: the same RNN reading the cell under a tape's head; it writes a value (an MLP
   of two hidden layers of 64) into that cell, then moves by a softmax over five actions
   (stay, one cell left or right, as many cells as the input has symbols left or right),
   the next tape their mixture (`update_tape`). The head is always cell 0: a move rolls
-  the tape under it.
+  the tape under it. The tape is a ring of model.memory_size cells or, with
+  model.memory_grows, of as many cells as the row's sequence has tokens (its input, <eos>
+  and answer slots): each row its own ring, so that a row's answer never depends on the
+  others beside it, and a tape that holds any input it is given.
 
 Positions are read nowhere: the forms take no positional scheme (`Recurrent.schemes`).
 The forward pass keeps the interface every form keeps (contract.py) and returns, beside
@@ -71,39 +75,48 @@ def update_stack(stack: jax.Array, actions: jax.Array, value: jax.Array) -> jax.
 
 
 def update_tape(
-    tape: jax.Array, actions: jax.Array, value: jax.Array, jump: jax.Array
+    tape: jax.Array,
+    actions: jax.Array,
+    value: jax.Array,
+    jump: jax.Array,
+    ring: jax.Array | None = None,
 ) -> jax.Array:
     """The tape [B, M, C] with `value` [B, C] written in the cell under the head (cell 0),
     then moved by the action probabilities [B, 5]. As in the paper, moving `left` rolls
     the tape by -1 (the head then reads what was cell 1), `right` by +1, and the jumps by
     -jump and +jump cells, `jump` [B] the number of symbols in each row's input; the tape
-    is a ring."""
+    is a ring of its M cells or, given `ring` [B], of each row's first ring[b] cells (the
+    others stay as they are)."""
     written = tape.at[:, 0].set(value)
-    moved = [
-        written,
-        jnp.roll(written, -1, axis=1),
-        jnp.roll(written, 1, axis=1),
-        roll_rows(written, -jump),
-        roll_rows(written, jump),
-    ]
+    if ring is None:
+        left, right = jnp.roll(written, -1, axis=1), jnp.roll(written, 1, axis=1)
+    else:
+        one = jnp.ones_like(jump)
+        left, right = roll_rows(written, -one, ring), roll_rows(written, one, ring)
+    moved = [written, left, right, roll_rows(written, -jump, ring), roll_rows(written, jump, ring)]
     return sum(actions[:, a, None, None] * tape for a, tape in enumerate(moved))
 
 
 @jax.custom_vjp
-def roll_rows(cells: jax.Array, shift: jax.Array) -> jax.Array:
-    """`jnp.roll(cells[b], shift[b], axis=0)` for every row b of cells [B, M, C]: a gather,
-    whose gradient is the opposite roll (another gather), not the scatter-add JAX would
-    derive, several times slower on the CPU."""
-    index = (jnp.arange(cells.shape[1])[None, :] - shift[:, None]) % cells.shape[1]
+def roll_rows(cells: jax.Array, shift: jax.Array, ring: jax.Array | None = None) -> jax.Array:
+    """`jnp.roll(cells[b], shift[b], axis=0)` for every row b of cells [B, M, C], or of its
+    first ring[b] cells only: a gather, whose gradient is the opposite roll (another
+    gather), not the scatter-add JAX would derive, several times slower on the CPU."""
+    cell = jnp.arange(cells.shape[1])[None, :]
+    if ring is None:
+        index = (cell - shift[:, None]) % cells.shape[1]
+    else:
+        index = jnp.where(cell < ring[:, None], (cell - shift[:, None]) % ring[:, None], cell)
     return jnp.take_along_axis(cells, index[:, :, None], axis=1)
 
 
-def _roll_rows_forward(cells, shift):
-    return roll_rows(cells, shift), shift
+def _roll_rows_forward(cells, shift, ring):
+    return roll_rows(cells, shift, ring), (shift, ring)
 
 
-def _roll_rows_backward(shift, gradient):
-    return roll_rows(gradient, -shift), None
+def _roll_rows_backward(residuals, gradient):
+    shift, ring = residuals
+    return roll_rows(gradient, -shift, ring), None, None
 
 
 roll_rows.defvjp(_roll_rows_forward, _roll_rows_backward)
@@ -135,21 +148,28 @@ class StackRNNCore(hk.RNNCore):
 class TapeRNNCore(hk.RNNCore):
     """One step of the Tape-RNN: token [B, I] and state (tape [B, M, C], hidden [B, H])
     -> (output [B, H], the new tape [B, M, C]) and the new state; `jump` [B] is each
-    row's input length, which the paper's core keeps in its state."""
+    row's input length, which the paper's core keeps in its state, and `ring` [B] each
+    row's ring of cells (None: all M)."""
 
     def __init__(
-        self, hidden: int, cells: int, cell_size: int, jump: jax.Array, name: str | None = None
+        self,
+        hidden: int,
+        cells: int,
+        cell_size: int,
+        jump: jax.Array,
+        ring: jax.Array | None = None,
+        name: str | None = None,
     ):
         super().__init__(name=name)
         self.rnn = hk.VanillaRNN(hidden)
-        self.cells, self.cell_size, self.jump = cells, cell_size, jump
+        self.cells, self.cell_size, self.jump, self.ring = cells, cell_size, jump, ring
 
     def __call__(self, token, state):
         tape, hidden = state
         output, hidden = self.rnn(jnp.concatenate([token, tape[:, 0]], axis=-1), hidden)
         value = hk.nets.MLP([*TAPE_MLP, self.cell_size], name="write")(output)
         actions = jax.nn.softmax(hk.Linear(5, name="actions")(output), axis=-1)
-        tape = update_tape(tape, actions, value, self.jump)
+        tape = update_tape(tape, actions, value, self.jump, self.ring)
         return (output, tape), (tape, hidden)
 
     def initial_state(self, batch_size: int | None):
@@ -179,13 +199,14 @@ class RecurrentModel(hk.Module):
 
     def __init__(
         self,
-        make_core: Callable[[jax.Array], hk.RNNCore],
+        make_core: Callable[[jax.Array, jax.Array, int], hk.RNNCore],
         vocab_size: int,
         slots: Callable[[jax.Array, int], jax.Array],
         name: str | None = "recurrent",
     ):
         super().__init__(name=name)
-        self.make_core = make_core  # (each row's input length [B]) -> the core
+        # (each row's input length [B], its tokens [B], the sequence's width) -> the core
+        self.make_core = make_core
         self.vocab_size = vocab_size
         self.slots = slots  # (src [B, S], T) -> [B] the slots each source gets
 
@@ -207,7 +228,7 @@ class RecurrentModel(hk.Module):
         unread = jnp.zeros((batch, answer_width), jnp.int32)
         ids, _, where = slotted(src, jnp.zeros_like(src), self.slots(src, answer_width), unread)
         symbols = jnp.sum((src != PAD_ID) & (src != EOS_ID), axis=1).astype(jnp.int32)
-        core = self.make_core(symbols)
+        core = self.make_core(symbols, jnp.sum(ids != PAD_ID, axis=1), ids.shape[1])
         inputs = jax.nn.one_hot(ids, self.vocab_size)
         (outputs, cells), _ = hk.dynamic_unroll(
             core, inputs, core.initial_state(batch), time_major=False
@@ -225,14 +246,18 @@ class Recurrent(Form):
     positional = False
     memory_cells: ClassVar[int] = 0  # the paper's memory_size, for a form with a memory
 
-    def make_core(self, m: ModelConfig, symbols: jax.Array) -> hk.RNNCore:
+    def make_core(
+        self, m: ModelConfig, symbols: jax.Array, tokens: jax.Array, width: int
+    ) -> hk.RNNCore:
         """The form's core, built inside the transformed function; `symbols` [B] is each
-        row's input length (the symbols of its source)."""
+        row's input length (the symbols of its source), `tokens` [B] its sequence's
+        (input, <eos> and answer slots) and `width` the sequence's columns."""
         raise NotImplementedError
 
-    def cells(self, m: ModelConfig) -> int:
-        """The cells of the form's stack or tape: model.memory_size, or the paper's."""
-        return m.memory_size or self.memory_cells
+    def cells(self, m: ModelConfig, width: int) -> int:
+        """The cells of the form's stack or tape for a sequence of `width` columns:
+        model.memory_size, or the paper's, or with model.memory_grows one a column."""
+        return width if m.memory_grows else m.memory_size or self.memory_cells
 
     def check(self, m: ModelConfig) -> None:
         super().check(m)
@@ -240,6 +265,11 @@ class Recurrent(Form):
             raise JabError(
                 f"model.memory_size must be 0 (the paper's {self.memory_cells} cells) or at "
                 f"least 2 for {self.name}, got 1"
+            )
+        if m.memory_grows and m.memory_size:
+            raise JabError(
+                f"model.memory_grows gives {self.name} a cell per step of what it reads: "
+                f"leave model.memory_size at 0 (got {m.memory_size})"
             )
 
     def schemes(self, m: ModelConfig, task) -> tuple[PositionalScheme, PositionalScheme]:
@@ -284,7 +314,7 @@ class Recurrent(Form):
         for the scan's copies, and the memory. Decoding drops the `MemoryTrace`: XLA
         keeps no step's memory it is not asked for."""
         n = src_width + answer_width
-        memory = self.cells(m) * m.memory_cell_size if self.memory else 0
+        memory = self.cells(m, n) * m.memory_cell_size if self.memory else 0
         return 4 * (2 * n * (64 + m.d_model) + memory)
 
 
@@ -294,7 +324,7 @@ class LSTM(Recurrent):
     name = "lstm"
     label = "LSTM"
 
-    def make_core(self, m, symbols):
+    def make_core(self, m, symbols, tokens, width):
         return LSTMCore(m.d_model)
 
 
@@ -307,8 +337,8 @@ class StackRNN(Recurrent):
     memory = True
     memory_cells = 30
 
-    def make_core(self, m, symbols):
-        return StackRNNCore(m.d_model, self.cells(m), m.memory_cell_size)
+    def make_core(self, m, symbols, tokens, width):
+        return StackRNNCore(m.d_model, self.cells(m, width), m.memory_cell_size)
 
 
 class TapeRNN(Recurrent):
@@ -320,5 +350,6 @@ class TapeRNN(Recurrent):
     memory = True
     memory_cells = 40
 
-    def make_core(self, m, symbols):
-        return TapeRNNCore(m.d_model, self.cells(m), m.memory_cell_size, symbols)
+    def make_core(self, m, symbols, tokens, width):
+        ring = tokens.astype(jnp.int32) if m.memory_grows else None
+        return TapeRNNCore(m.d_model, self.cells(m, width), m.memory_cell_size, symbols, ring)

@@ -170,6 +170,7 @@ ADDED_LATER = (
     ("model", "answer_embedding"),
     ("train", "final_lr_fraction"),
     ("train", "adam_b2"),
+    ("model", "memory_grows"),
 )
 
 
