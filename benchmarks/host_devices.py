@@ -8,11 +8,11 @@ processes taken in turns so that the machine's drift falls on both alike.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+import run
 
 CHILD = """
 import json, sys
@@ -28,16 +28,17 @@ for name, shape in run.TRAIN_SHAPES.items():
 print(json.dumps(out))
 """
 FLAG = "--xla_force_host_platform_device_count=2"
+HERE = Path(__file__).parent
 
 
 def measure(devices: int) -> dict:
     env = dict(os.environ)
     flags = env.get("XLA_FLAGS", "").replace(FLAG, "")
     env["XLA_FLAGS"] = f"{flags} {FLAG}".strip() if devices == 2 else flags.strip()
-    code = CHILD.format(here=str(Path(__file__).parent))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, check=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    _, result = run.run_json_child(["-c", CHILD.format(here=str(HERE))], env)
+    if "error" in result:
+        raise SystemExit(result["error"])
+    return result
 
 
 def main() -> None:

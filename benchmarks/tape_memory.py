@@ -7,9 +7,9 @@ with the input (`model.memory_grows`), each in a child process of its own, in tu
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
+
+import run
 
 CHILD = """
 import json, time
@@ -30,16 +30,16 @@ for _ in range(3):
     state, _ = trainer.chunk(state, steps)
     jax.block_until_ready(state)
     rates.append(5 / (time.perf_counter() - start))
-print(json.dumps(sorted(rates)[1]))
+print(json.dumps({{"steps_per_s": sorted(rates)[1]}}))
 """
 MEMORIES = {"512 cells": "model.memory_size=512", "grows": "model.memory_grows=true"}
 
 
 def measure(memory: str) -> float:
-    code = CHILD.format(memory=memory)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    _, result = run.run_json_child(["-c", CHILD.format(memory=memory)])
+    if "error" in result:
+        raise SystemExit(result["error"])
+    return result["steps_per_s"]
 
 
 def main() -> None:
