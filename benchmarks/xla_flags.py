@@ -29,7 +29,6 @@ out = {{"devices": jax.device_count()}}
 for name, shape in run.TRAIN_SHAPES.items():
     r = run.jab_train(shape, run.Sizes(train_repeats=5), run.TRAIN_DROPOUT, float("nan"))
     out[name] = r["steps_per_s"]
-    out[name + "_first_call_s"] = r["first_call_s"]
 print(json.dumps(out))
 """
 VARIANTS = {
