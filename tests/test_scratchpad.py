@@ -42,10 +42,38 @@ def test_the_regular_tasks_show_where_they_stand_after_each_symbol(name, text, a
     assert answer[-1] == TASKS[name]().solve(text)
 
 
-@pytest.mark.parametrize("name", ["parity_check", "even_pairs", "cycle_navigation",
-                                  "modular_arithmetic", "missing_duplicate"])  # fmt: skip
-def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name):
-    task, tok = TASKS[name](scratchpad=True), Tokenizer()
+@pytest.mark.parametrize(
+    "expression, answer",
+    [
+        ("(1-(-2))", "01100333" "3"),  # 1 - (-2) = 3 under the last two brackets
+        ("((1+2)-(-4))", "001133300122" "2"),  # 0 under each (, 3 - 1 = 2 at the end
+        ("(2*(3+4))", "022033244" "4"),  # under *, its left operand; 2 * 2 = 4 at the )
+        ("-(1+2)", "001132" "2"),  # a sign before a bracket negates it at its )
+        ("3", "3" "3"),
+    ],
+)
+def test_the_brackets_scratchpad_shows_the_innermost_brackets_value_so_far(expression, answer):
+    task = TASKS["modular_arithmetic_brackets"](scratchpad=True, mult=True)
+    assert task.solve(expression) == answer
+    assert answer[-1] == TASKS["modular_arithmetic_brackets"](mult=True).solve(expression)
+
+
+def test_the_brackets_scratchpad_refuses_two_operators_in_one_bracket_in_one_line():
+    task = TASKS["modular_arithmetic_brackets"](scratchpad=True, mult=True)
+    with pytest.raises(JabError, match=r"one operator to a bracket, like \(1-\(-2\)\); got '1\+2\*3'"):
+        task.check_input("1+2*3")
+    assert TASKS["modular_arithmetic_brackets"](mult=True).solve("1+2*3") == "2"  # without it
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [(name, {}) for name in ["parity_check", "even_pairs", "cycle_navigation",
+                             "modular_arithmetic", "missing_duplicate",
+                             "modular_arithmetic_brackets"]]
+    + [("modular_arithmetic_brackets", {"mult": True, "modulus": 7})],
+)  # fmt: skip
+def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name, options):
+    task, tok = TASKS[name](scratchpad=True, **options), Tokenizer()
     batch = sampling.sample(task, jax.random.PRNGKey(3), 400, task.min_length, 41)
     src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
     lengths = ((src != PAD_ID) & (src != EOS_ID)).sum(1)

@@ -188,6 +188,44 @@ def working(text: str, modulus: int) -> list[int]:
     return shown
 
 
+def bracket_working(text: str, modulus: int) -> list[int] | None:
+    """The scratchpad of `ModularArithmeticBrackets`, in plain Python: under each symbol,
+    the value so far of the innermost bracket open after it (0 while it holds none):
+    under a digit or `)` the operation it completes, under an operator the left operand,
+    0 under `(`. None when `text` is no expression, or when a bracket (or the whole) holds
+    two operators, whose precedence a left-to-right working cannot show: the paper's
+    expressions bracket every operation, `(1+(2*3))`."""
+    if evaluate(text, modulus) is None:
+        return None
+    frames = [[None, None, 0, False]]  # value so far, operator, operators seen, negated
+    sign, shown = False, []
+    for symbol in text:
+        frame = frames[-1]
+        operand = frame[0] is None or frame[1] is not None  # whether an operand comes next
+        if symbol == "(":
+            frames.append([None, None, 0, sign])
+            sign = False
+        elif symbol == "-" and operand:
+            sign = not sign
+        elif symbol in "+-*":
+            frame[1], frame[2] = symbol, frame[2] + 1
+            if frame[2] > 1:
+                return None
+        else:  # a digit or ), an operand complete
+            if symbol == ")":
+                inner = frames.pop()
+                value, frame = -inner[0] if inner[3] else inner[0], frames[-1]
+            else:
+                value, sign = -int(symbol) if sign else int(symbol), False
+            if frame[1] is not None:
+                value = {"+": frame[0] + value, "-": frame[0] - value, "*": frame[0] * value}[
+                    frame[1]
+                ]
+            frame[0], frame[1] = value % modulus, None
+        shown.append(frames[-1][0] or 0)
+    return shown
+
+
 # Codes of what the expression generator keeps on its stack besides lengths (>= 1).
 CLOSE, OPERATOR, DIGIT, MINUS = -1, -2, -3, -4
 # What lengths 2 (-d), 3 ((d)) and 4 ((-d)) leave to write once they wrote their first
@@ -197,10 +235,12 @@ FIXED_PUSHES = [[0] * 4, [0] * 4, [DIGIT, 0, 0, 0], [CLOSE, DIGIT, 0, 0], [CLOSE
 
 def bracket_expressions(
     key: jax.Array, lengths: jax.Array, width: int, modulus: int, mult: bool = False
-) -> tuple[jax.Array, jax.Array]:
-    """Expressions with brackets of `lengths` symbols as the paper draws them, and their
-    values: symbol codes [batch, width] (digits 0 .. m - 1, then m +, m + 1 -, m + 2 (,
-    m + 3 ), m + 4 *, -1 past the end) and values [batch].
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Expressions with brackets of `lengths` symbols as the paper draws them, their
+    values and their working: symbol codes [batch, width] (digits 0 .. m - 1, then m +,
+    m + 1 -, m + 2 (, m + 3 ), m + 4 *, -1 past the end), values [batch], and under each
+    symbol the value so far of the innermost bracket open after it [batch, width] (see
+    `bracket_working`).
 
     The paper writes an expression of length n as d, -d, (d), (-d) for n = 1-4, and as
     (left+right) or (left-right) with a random split of the rest for n >= 5; with `mult`,
@@ -273,7 +313,8 @@ def bracket_expressions(
         pending = put(pending, into, -1, gives)
         negate = negate & ~(live & (code >= 0) & (code < m))
         level = level + opens - closes
-        return (todo, height, left, has, pending, level, negate), code
+        so_far = jnp.where(has[rows, level], left[rows, level], 0)
+        return (todo, height, left, has, pending, level, negate), (code, so_far)
 
     todo = jnp.zeros((batch, width + 4), jnp.int32).at[:, 0].set(lengths)
     frames = jnp.zeros((batch, depth), jnp.int32)
@@ -281,15 +322,23 @@ def bracket_expressions(
         todo, (lengths > 0).astype(jnp.int32), frames, frames.astype(bool), frames - 1,
         jnp.zeros(batch, jnp.int32), jnp.zeros(batch, bool),
     )  # fmt: skip
-    (_, _, left, _, _, _, _), codes = jax.lax.scan(step, state, (splits, operators, digits))
-    return codes.T, left[:, 0]
+    drawn = (splits, operators, digits)
+    (_, _, left, _, _, _, _), (codes, so_far) = jax.lax.scan(step, state, drawn)
+    return codes.T, left[:, 0], so_far.T
 
 
 @dataclass(frozen=True)
-class ModularArithmeticBrackets(Modular):
+class ModularArithmeticBrackets(Worked, Modular):
     """With `task.mult`, * joins + and - (the operator of each bracket drawn among the
     three alike), as the paper's experiments ran the task; its code's default, and jab's,
-    leaves * out."""
+    leaves * out.
+
+    With `task.scratchpad` the working under each symbol is the value so far of the
+    innermost bracket open after it (`bracket_working`): a stack's top, where the
+    regular tasks' working is one running value. Under a `)` it combines the bracket's
+    value (the working before it) with the operator and value written before the
+    bracket's `(`, so each step must find its bracket's match: (1-(-2)) -> 01100333
+    then 3."""
 
     mult: bool = False
     name = "modular_arithmetic_brackets"
@@ -305,12 +354,26 @@ class ModularArithmeticBrackets(Modular):
     @property
     def form(self) -> str:
         operators = "+ - *" if self.mult else "+ -"
-        return f"an expression of digits, {operators} and brackets, like (1-(-2))"
+        one = ", one operator to a bracket" if self.scratchpad else ""
+        return f"an expression of digits, {operators} and brackets{one}, like (1-(-2))"
+
+    def value(self, text):
+        valid = set(text) <= set(self.alphabet)
+        shown = valid and bracket_working(text, self.modulus) is not None
+        return Modular.solve(self, text) if shown or (valid and not self.scratchpad) else None
+
+    def shown(self, text):
+        return "".join(str(v) for v in bracket_working(text, self.modulus))
 
     def draw(self, key, lengths, max_len):
-        codes, values = bracket_expressions(key, lengths, max_len, self.modulus, self.mult)
+        m = self.modulus
+        codes, values, so_far = bracket_expressions(key, lengths, max_len, m, self.mult)
         tokens = jnp.where(codes >= 0, self.symbol_ids[jnp.maximum(codes, 0)], PAD_ID)
-        return tokens, self.class_ids[values][:, None], jnp.ones_like(lengths)
+        if not self.scratchpad:
+            return tokens, self.class_ids[values][:, None], jnp.ones_like(lengths)
+        under = jnp.pad(so_far, ((0, 0), (0, 1)))
+        shown = jnp.where(columns(under) < lengths[:, None], under, values[:, None])
+        return tokens, self.class_ids[shown], lengths + 1
 
 
 @dataclass(frozen=True)
@@ -341,7 +404,7 @@ class SolveEquation(Modular):
 
     def draw(self, key, lengths, max_len):
         key, pick_key = jax.random.split(key)
-        codes, values = bracket_expressions(key, lengths - 2, max_len, self.modulus)
+        codes, values, _ = bracket_expressions(key, lengths - 2, max_len, self.modulus)
         m, i = self.modulus, columns(codes)
         digit = (codes >= 0) & (codes < m)
         x_at = jnp.argmax(jnp.where(digit, jax.random.uniform(pick_key, codes.shape), -1.0), axis=1)
