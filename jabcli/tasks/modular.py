@@ -238,19 +238,16 @@ def bracket_expressions(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Expressions with brackets of `lengths` symbols as the paper draws them, their
     values and their working: symbol codes [batch, width] (digits 0 .. m - 1, then m +,
-    m + 1 -, m + 2 (, m + 3 ), m + 4 *, -1 past the end), values [batch], and under each
-    symbol the value so far of the innermost bracket open after it [batch, width] (see
-    `bracket_working`).
+    m + 1 -, m + 2 (, m + 3 ), m + 4 *, -1 past the end), then what `bracket_values`
+    gives for them.
 
     The paper writes an expression of length n as d, -d, (d), (-d) for n = 1-4, and as
     (left+right) or (left-right) with a random split of the rest for n >= 5; with `mult`,
     also (left*right), the three operators drawn alike. One symbol per step, a stack
-    holds what is still to write (lengths, and literals); a second stack of frames
-    evaluates the symbols as they come out."""
+    holds what is still to write (lengths, and literals)."""
     batch = lengths.shape[0]
     rows = jnp.arange(batch)
     m = modulus
-    depth = width // 2 + 2
     split_key, operator_key, digit_key = jax.random.split(key, 3)
     splits = jax.random.uniform(split_key, (width, batch))
     if mult:
@@ -260,11 +257,8 @@ def bracket_expressions(
         operators = jax.random.randint(operator_key, (width, batch), m, m + 2)
     digits = jax.random.randint(digit_key, (width, batch), 0, m)
 
-    def put(array, at, value, where):
-        return array.at[rows, at].set(jnp.where(where, value, array[rows, at]))
-
     def step(state, drawn):
-        todo, height, left, has, pending, level, negate = state
+        todo, height = state
         split, operator, digit = drawn
         live = height > 0
         top = jnp.where(live, todo[rows, jnp.maximum(height - 1, 0)], 0)
@@ -291,8 +285,30 @@ def bracket_expressions(
         for k in range(4):
             todo = todo.at[rows, jnp.minimum(height + k, todo.shape[1] - 1)].set(after[:, k])
         height = height + pushed
-        code = jnp.where(live, code, -1)
-        # Evaluate it: frames hold a left operand, whether it is there, and an operator.
+        return (todo, height), jnp.where(live, code, -1)
+
+    todo = jnp.zeros((batch, width + 4), jnp.int32).at[:, 0].set(lengths)
+    state = (todo, (lengths > 0).astype(jnp.int32))
+    _, codes = jax.lax.scan(step, state, (splits, operators, digits))
+    return (codes.T, *bracket_values(codes.T, m))
+
+
+def bracket_values(codes: jax.Array, modulus: int) -> tuple[jax.Array, jax.Array]:
+    """Expressions as symbol codes [batch, width] (those of `bracket_expressions`, a
+    sign only before a digit) -> their values [batch] and, under each symbol, the value
+    so far of the innermost bracket open after it [batch, width] (see
+    `bracket_working`). A stack of frames, each a left operand, whether it is there yet,
+    and the operator waiting for its right one."""
+    batch, width = codes.shape
+    rows = jnp.arange(batch)
+    m = modulus
+
+    def put(array, at, value, where):
+        return array.at[rows, at].set(jnp.where(where, value, array[rows, at]))
+
+    def step(state, code):
+        left, has, pending, level, negate = state
+        live = code >= 0
         here = pending[rows, level]
         opens, closes = live & (code == m + 2), live & (code == m + 3)
         subtracts = (code == m + 1) & has[rows, level] & (here < 0)  # else a sign
@@ -314,17 +330,13 @@ def bracket_expressions(
         negate = negate & ~(live & (code >= 0) & (code < m))
         level = level + opens - closes
         so_far = jnp.where(has[rows, level], left[rows, level], 0)
-        return (todo, height, left, has, pending, level, negate), (code, so_far)
+        return (left, has, pending, level, negate), so_far
 
-    todo = jnp.zeros((batch, width + 4), jnp.int32).at[:, 0].set(lengths)
-    frames = jnp.zeros((batch, depth), jnp.int32)
-    state = (
-        todo, (lengths > 0).astype(jnp.int32), frames, frames.astype(bool), frames - 1,
-        jnp.zeros(batch, jnp.int32), jnp.zeros(batch, bool),
-    )  # fmt: skip
-    drawn = (splits, operators, digits)
-    (_, _, left, _, _, _, _), (codes, so_far) = jax.lax.scan(step, state, drawn)
-    return codes.T, left[:, 0], so_far.T
+    frames = jnp.zeros((batch, width // 2 + 2), jnp.int32)
+    state = (frames, frames.astype(bool), frames - 1, jnp.zeros(batch, jnp.int32),
+             jnp.zeros(batch, bool))  # fmt: skip
+    (left, _, _, _, _), so_far = jax.lax.scan(step, state, codes.T)
+    return left[:, 0], so_far.T
 
 
 @dataclass(frozen=True)
@@ -376,24 +388,60 @@ class ModularArithmeticBrackets(Worked, Modular):
         return tokens, self.class_ids[shown], lengths + 1
 
 
+# How the working of `SolveEquation` writes a value s*x + c modulo m: c alone (s = 0) as
+# its digit, x + c as the letter c after a, -x + c as the letter c after k.
+AFFINE = "0123456789abcdefghijklmnopqrst"
+
+
+def equation_working(text: str, modulus: int) -> list[str] | None:
+    """The scratchpad of `SolveEquation`, in plain Python: under each symbol of the
+    expression, the value so far of the innermost bracket open after it (as
+    `bracket_working`) as a function of x, s*x + c written as `AFFINE` writes it; the
+    whole left side's again under =; x under the value it must equal. None when the
+    working is none (`bracket_working`)."""
+    expression, _, value = text.rpartition("=")
+    at = [bracket_working(expression.replace("x", digit), modulus) for digit in "01"]
+    if None in at or not value:
+        return None
+    slopes = [(one - zero) % modulus for zero, one in zip(*at)]
+    shown = [AFFINE[c + (10 if s == 1 else 20 if s else 0)] for s, c in zip(slopes, at[0])]
+    x = (int(value) - at[0][-1]) * (1 if slopes[-1] == 1 else -1) % modulus
+    return [*shown, shown[-1], str(x)]
+
+
 @dataclass(frozen=True)
-class SolveEquation(Modular):
+class SolveEquation(Worked, Modular):
     """An expression of modular_arithmetic_brackets with one digit replaced by x, then =
     and its value; the answer is the digit x stands for (the only one, with + and -
     alone). x replaces a digit drawn uniformly; the paper's draw favours digits after
-    a run of other symbols."""
+    a run of other symbols.
+
+    With `task.scratchpad` the working is that of the brackets with x left unknown:
+    under each symbol the value so far of the innermost open bracket, s*x + c, a digit
+    c where x is not in it, the letter c after a for x + c, after k for -x + c (so
+    `e` is x + 4); the left side's again under =, then x under its value:
+    (x-(-2))=3 -> 0aa003ccc1 then 1 (x - 3 = x + 2, and x + 2 = 3 at x = 1)."""
 
     name = "solve_equation"
     level = "DCF"
     description = "Solve for x modulo 5 (task.modulus): (x-(-2))=3 -> 1"
     operators = "+-()x="
-    form = "an expression of digits, + - brackets and one x, then = and a digit, like (x-2)=3"
     min_length = 3
 
-    def solve(self, text):
+    @property
+    def form(self) -> str:
+        one = ", one operator to a bracket" if self.scratchpad else ""
+        return (
+            f"an expression of digits, + - brackets and one x{one}, then = and a digit, "
+            "like (x-2)=3"
+        )
+
+    def value(self, text):
         expression, equals, value = text.rpartition("=")
         well_formed = set(text) <= set(self.alphabet) and expression.count("x") == 1
         if not (equals and well_formed and len(value) == 1 and value in self.classes):
+            return None
+        if self.scratchpad and equation_working(text, self.modulus) is None:
             return None
         found = [
             digit
@@ -402,6 +450,9 @@ class SolveEquation(Modular):
         ]
         return found[0] if len(found) == 1 else None
 
+    def shown(self, text):
+        return "".join(equation_working(text, self.modulus))
+
     def draw(self, key, lengths, max_len):
         key, pick_key = jax.random.split(key)
         codes, values, _ = bracket_expressions(key, lengths - 2, max_len, self.modulus)
@@ -409,8 +460,20 @@ class SolveEquation(Modular):
         digit = (codes >= 0) & (codes < m)
         x_at = jnp.argmax(jnp.where(digit, jax.random.uniform(pick_key, codes.shape), -1.0), axis=1)
         answer = jnp.take_along_axis(codes, x_at[:, None], axis=1)[:, 0]
-        codes = jnp.where(i == x_at[:, None], m + 4, codes)
-        codes = jnp.where(i == lengths[:, None] - 2, m + 5, codes)
-        codes = jnp.where(i == lengths[:, None] - 1, values[:, None], codes)
-        tokens = jnp.where(codes >= 0, self.symbol_ids[jnp.maximum(codes, 0)], PAD_ID)
-        return tokens, self.class_ids[answer][:, None], jnp.ones_like(lengths)
+        x_here = i == x_at[:, None]
+        with_x = jnp.where(x_here, m + 4, codes)
+        with_x = jnp.where(i == lengths[:, None] - 2, m + 5, with_x)
+        with_x = jnp.where(i == lengths[:, None] - 1, values[:, None], with_x)
+        tokens = jnp.where(with_x >= 0, self.symbol_ids[jnp.maximum(with_x, 0)], PAD_ID)
+        if not self.scratchpad:
+            return tokens, self.class_ids[answer][:, None], jnp.ones_like(lengths)
+        # The working as s*x + c: c at x = 0, s from x = 1 (past the expression, both
+        # stay at the whole left side's value, which is what = shows).
+        zero, one = (bracket_values(jnp.where(x_here, d, codes), m)[1] for d in (0, 1))
+        slope = (one - zero) % m
+        shown = jnp.pad(
+            zero + jnp.where(slope == 1, 10, jnp.where(slope == 0, 0, 20)), ((0, 0), (0, 1))
+        )
+        under = jnp.where(columns(shown) < lengths[:, None] - 1, shown, answer[:, None])
+        ids = jnp.asarray(self.tokenizer.ids(AFFINE), jnp.int32)
+        return tokens, ids[under], lengths + 1
