@@ -1,4 +1,4 @@
-"""`task.scratchpad` on the regular class tasks: the answer shows its working, then the class."""
+"""`task.scratchpad` on the class tasks: the answer shows its working, then the class."""
 
 import jax
 import numpy as np
@@ -66,11 +66,30 @@ def test_the_brackets_scratchpad_refuses_two_operators_in_one_bracket_in_one_lin
 
 
 @pytest.mark.parametrize(
+    "equation, answer",
+    [
+        # x - (-2) is x - 3 = x + 2 (c: 2 after a) from the second ); x + 2 = 3 at x = 1
+        ("(x-(-2))=3", "0aa003ccc1" "1"),
+        ("(3-x)=4", "033nnn4" "4"),  # 3 - x is -x + 3 (n: 3 after k); -x + 3 = 4 at x = 4
+        ("-x=2", "0kk3" "3"),  # -x under x; -x = 2 at x = 3
+        ("((1+x)-(2-3))=0", "0011bbb0224ccc3" "3"),  # x + 1 - (-1) = x + 2 = 0 at x = 3
+    ],
+)
+def test_the_equations_scratchpad_carries_x_as_a_letter_then_solves_for_it(equation, answer):
+    task = TASKS["solve_equation"](scratchpad=True)
+    assert task.solve(equation) == answer
+    assert answer[-1] == TASKS["solve_equation"]().solve(equation)
+    with pytest.raises(JabError, match=r"one operator to a bracket, .*; got '1\+x\+2=3'"):
+        task.check_input("1+x+2=3")
+
+
+@pytest.mark.parametrize(
     "name, options",
     [(name, {}) for name in ["parity_check", "even_pairs", "cycle_navigation",
                              "modular_arithmetic", "missing_duplicate",
-                             "modular_arithmetic_brackets"]]
-    + [("modular_arithmetic_brackets", {"mult": True, "modulus": 7})],
+                             "modular_arithmetic_brackets", "solve_equation"]]
+    + [("modular_arithmetic_brackets", {"mult": True, "modulus": 7}),
+       ("solve_equation", {"modulus": 3})],
 )  # fmt: skip
 def test_drawn_scratchpad_answers_match_the_reference_solver_up_to_length_41(name, options):
     task, tok = TASKS[name](scratchpad=True, **options), Tokenizer()

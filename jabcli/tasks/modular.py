@@ -1,11 +1,12 @@
 """Expressions modulo a number (`task.modulus`), as in Delétang et al. 2023: without
-brackets (`modular_arithmetic`, which can show its working), with brackets, and
-equations to solve for x. The answer is one digit, the class of the input
-(classification.py).
+brackets (`modular_arithmetic`), with brackets, and equations to solve for x. The answer
+is one digit, the class of the input (classification.py); each can show its working
+first (`task.scratchpad`).
 
-`evaluate` is the plain-Python reference (operator precedence on two stacks); the
-samplers are array code: `bracket_expressions` writes an expression a symbol a step
-from a stack of what is left to write, and evaluates it on a second stack as it goes.
+`evaluate` is the plain-Python reference (operator precedence on two stacks), and
+`working`, `bracket_working` and `equation_working` the scratchpads'; the samplers are
+array code: `bracket_expressions` writes an expression a symbol a step from a stack of
+what is left to write, and `bracket_values` evaluates it on a stack of brackets.
 """
 
 from __future__ import annotations
