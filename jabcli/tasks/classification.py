@@ -63,7 +63,8 @@ class Worked(Classify):
     symbol above it and the working just before it, so the task is aligned (coupled
     positions apply). The model is told the intermediate results: supervision the bare
     task does not give. Subclasses define the class of a text (`value`) and the working,
-    as plain Python (`shown`) and as array code (`working`)."""
+    as plain Python (`shown`) and as array code (`working`; or `draw`, where inputs and
+    their working come from one generator: the expressions with brackets)."""
 
     scratchpad: bool = False
 
