@@ -60,9 +60,10 @@ class Worked(Classify):
     """A class task that can show its working (`task.scratchpad`, after the scratchpads of
     Nye et al. 2021): the answer writes, under each input symbol, where the computation
     stands after it, then the class. Each symbol of the working follows from the input
-    symbol above it and the working just before it, so the task is aligned (coupled
-    positions apply). The model is told the intermediate results: supervision the bare
-    task does not give. Subclasses define the class of a text (`value`) and the working,
+    symbol above it and the working just before it (the bracket tasks: also the working
+    before the matching `(`), so the task is aligned (coupled positions apply). The
+    model is told the intermediate results: supervision the bare task does not give.
+    Subclasses define the class of a text (`value`) and the working,
     as plain Python (`shown`) and as array code (`working`; or `draw`, where inputs and
     their working come from one generator: the expressions with brackets)."""
 

@@ -191,27 +191,28 @@ def working(text: str, modulus: int) -> list[int]:
 
 def bracket_working(text: str, modulus: int) -> list[int] | None:
     """The scratchpad of `ModularArithmeticBrackets`, in plain Python: under each symbol,
-    the value so far of the innermost bracket open after it (0 while it holds none):
-    under a digit or `)` the operation it completes, under an operator the left operand,
-    0 under `(`. None when `text` is no expression, or when a bracket (or the whole) holds
-    two operators, whose precedence a left-to-right working cannot show: the paper's
-    expressions bracket every operation, `(1+(2*3))`."""
+    the value so far of the innermost bracket open after it, 0 while it holds none (under
+    `(`). Under a digit or `)` that value with the operand it completes taken in (a
+    left operand: itself, signed), under an operator or a sign the value before it.
+    None when `text` is no expression, or when a * follows a + or - in one bracket: the
+    working goes left to right, and 1+2*3 is not (1+2)*3 (the paper brackets every
+    operation, `(1+(2*3))`)."""
     if evaluate(text, modulus) is None:
         return None
-    frames = [[None, None, 0, False]]  # value so far, operator, operators seen, negated
+    frames = [[None, None, False, False]]  # value so far, operator, a + or - seen, negated
     sign, shown = False, []
     for symbol in text:
         frame = frames[-1]
         operand = frame[0] is None or frame[1] is not None  # whether an operand comes next
         if symbol == "(":
-            frames.append([None, None, 0, sign])
+            frames.append([None, None, False, sign])
             sign = False
         elif symbol == "-" and operand:
             sign = not sign
         elif symbol in "+-*":
-            frame[1], frame[2] = symbol, frame[2] + 1
-            if frame[2] > 1:
+            if symbol == "*" and frame[2]:
                 return None
+            frame[1], frame[2] = symbol, frame[2] or symbol != "*"
         else:  # a digit or ), an operand complete
             if symbol == ")":
                 inner = frames.pop()
@@ -366,9 +367,13 @@ class ModularArithmeticBrackets(Worked, Modular):
 
     @property
     def form(self) -> str:
+        if self.mult and self.scratchpad:  # its working goes left to right
+            return (
+                "an expression of digits, + - * and brackets with no * after a + or - in "
+                "one bracket, like (1+(2*3))"
+            )
         operators = "+ - *" if self.mult else "+ -"
-        one = ", one operator to a bracket" if self.scratchpad else ""
-        return f"an expression of digits, {operators} and brackets{one}, like (1-(-2))"
+        return f"an expression of digits, {operators} and brackets, like (1-(-2))"
 
     def value(self, text):
         valid = set(text) <= set(self.alphabet)
@@ -429,20 +434,12 @@ class SolveEquation(Worked, Modular):
     operators = "+-()x="
     min_length = 3
 
-    @property
-    def form(self) -> str:
-        one = ", one operator to a bracket" if self.scratchpad else ""
-        return (
-            f"an expression of digits, + - brackets and one x{one}, then = and a digit, "
-            "like (x-2)=3"
-        )
+    form = "an expression of digits, + - brackets and one x, then = and a digit, like (x-2)=3"
 
     def value(self, text):
         expression, equals, value = text.rpartition("=")
         well_formed = set(text) <= set(self.alphabet) and expression.count("x") == 1
         if not (equals and well_formed and len(value) == 1 and value in self.classes):
-            return None
-        if self.scratchpad and equation_working(text, self.modulus) is None:
             return None
         found = [
             digit
