@@ -376,9 +376,9 @@ class ModularArithmeticBrackets(Worked, Modular):
         return f"an expression of digits, {operators} and brackets, like (1-(-2))"
 
     def value(self, text):
-        valid = set(text) <= set(self.alphabet)
-        shown = valid and bracket_working(text, self.modulus) is not None
-        return Modular.solve(self, text) if shown or (valid and not self.scratchpad) else None
+        if self.scratchpad and bracket_working(text, self.modulus) is None:
+            return None
+        return Modular.solve(self, text)
 
     def shown(self, text):
         return "".join(str(v) for v in bracket_working(text, self.modulus))
@@ -432,9 +432,8 @@ class SolveEquation(Worked, Modular):
     level = "DCF"
     description = "Solve for x modulo 5 (task.modulus): (x-(-2))=3 -> 1"
     operators = "+-()x="
-    min_length = 3
-
     form = "an expression of digits, + - brackets and one x, then = and a digit, like (x-2)=3"
+    min_length = 3
 
     def value(self, text):
         expression, equals, value = text.rpartition("=")
