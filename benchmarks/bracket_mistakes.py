@@ -14,12 +14,11 @@ from __future__ import annotations
 import collections
 import sys
 
-import jax
 import numpy as np
+from class_accuracy import drawn
 
 from jabcli.api.api import Run
 from jabcli.inspection import inspection
-from jabcli.tasks import sampling
 
 
 def depths(text: str) -> list[int]:
@@ -40,12 +39,6 @@ def opening(text: str, at: int) -> int:
         if depth == 0:
             return k
     raise ValueError(f"no ( for the ) at {at} of {text!r}")
-
-
-def drawn(loaded, lengths: np.ndarray, width: int, seed: int) -> list[str]:
-    task, tokenizer = loaded.experiment.task, loaded.experiment.tokenizer
-    batch = sampling.sample_lengths(task, jax.random.PRNGKey(seed), lengths, width)
-    return [tokenizer.decode(row) for row in np.asarray(batch.src)]
 
 
 def main(path: str, lengths: str = "41-120", samples: str = "4") -> None:

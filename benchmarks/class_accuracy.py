@@ -24,18 +24,18 @@ from jabcli.runs import runs
 from jabcli.tasks import sampling
 
 
-def inputs(path, low: int, high: int, samples: int) -> list[str]:
-    loaded = inspection.load(path, "latest")
+def drawn(loaded, lengths: np.ndarray, width: int, seed: int) -> list[str]:
+    """Fresh inputs of a loaded run's task, one of each length in `lengths`, as text."""
     task, tokenizer = loaded.experiment.task, loaded.experiment.tokenizer
-    lengths = np.repeat(np.arange(low, high + 1), samples)
-    batch = sampling.sample_lengths(task, jax.random.PRNGKey(2026), lengths, high)
+    batch = sampling.sample_lengths(task, jax.random.PRNGKey(seed), lengths, width)
     return [tokenizer.decode(row) for row in np.asarray(batch.src)]
 
 
 def main(path: str, lengths: str = "41-500", samples: str = "4") -> None:
     low, high = map(int, lengths.split("-"))
     seeds = runs.open_runs(path)[1]
-    texts = inputs(seeds[0].path, low, high, int(samples))
+    loaded = inspection.load(seeds[0].path, "latest")
+    texts = drawn(loaded, np.repeat(np.arange(low, high + 1), int(samples)), high, 2026)
     classes, exact = [], []
     for seed in seeds:
         rows = Run(seed.path).predict(texts)

@@ -63,9 +63,9 @@ class Worked(Classify):
     symbol above it and the working just before it (the bracket tasks: also the working
     before the matching `(`), so the task is aligned (coupled positions apply). The
     model is told the intermediate results: supervision the bare task does not give.
-    Subclasses define the class of a text (`value`) and the working,
-    as plain Python (`shown`) and as array code (`working`; or `draw`, where inputs and
-    their working come from one generator: the expressions with brackets)."""
+    Subclasses define the class of a text (`value`) and the working, as plain Python
+    (`shown`) and as array code (`working`; or `draw`, where inputs and their working
+    come from one generator: the expressions with brackets)."""
 
     scratchpad: bool = False
 
@@ -101,10 +101,15 @@ class Worked(Classify):
         if not self.scratchpad:
             return super().targets(tokens, lengths)
         values, valid = self.values(tokens, lengths)
-        under = jnp.pad(self.working(values, valid), ((0, 0), (0, 1)))
-        found = self.classify(values, valid)
-        shown = jnp.where(columns(under) < lengths[:, None], under, found[:, None])
+        shown = then_class(self.working(values, valid), self.classify(values, valid), lengths)
         return self.class_ids[shown], lengths + 1
+
+
+def then_class(working: jax.Array, found: jax.Array, lengths: jax.Array) -> jax.Array:
+    """A worked answer: the working [batch, L] up to each row's length, then its class
+    (`found`, [batch]) there and after: [batch, L + 1], symbol indices."""
+    under = jnp.pad(working, ((0, 0), (0, 1)))
+    return jnp.where(columns(under) < lengths[:, None], under, found[:, None])
 
 
 @dataclass(frozen=True)

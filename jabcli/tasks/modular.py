@@ -12,19 +12,21 @@ what is left to write, and `bracket_values` evaluates it on a stack of brackets.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import add, mul, sub
 from typing import ClassVar
 
 from jabcli.core.errors import JabError
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks.batch import columns
-from jabcli.tasks.classification import Classify, Worked
+from jabcli.tasks.classification import Classify, Worked, then_class
 
 jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 DIGITS = "0123456789"
 
 PRECEDENCE = {"+": 1, "-": 1, "*": 2, "negate": 3}
+OPERATIONS = {"+": add, "-": sub, "*": mul}
 
 
 def evaluate(text: str, modulus: int) -> int | None:
@@ -40,7 +42,7 @@ def evaluate(text: str, modulus: int) -> int | None:
             values.append(-values.pop())
             return
         right, left = values.pop(), values.pop()
-        values.append({"+": left + right, "-": left - right, "*": left * right}[operator])
+        values.append(OPERATIONS[operator](left, right))
 
     operand = True  # whether an operand comes next (so - is a sign)
     for symbol in text:
@@ -220,9 +222,7 @@ def bracket_working(text: str, modulus: int) -> list[int] | None:
             else:
                 value, sign = -int(symbol) if sign else int(symbol), False
             if frame[1] is not None:
-                value = {"+": frame[0] + value, "-": frame[0] - value, "*": frame[0] * value}[
-                    frame[1]
-                ]
+                value = OPERATIONS[frame[1]](frame[0], value)
             frame[0], frame[1] = value % modulus, None
         shown.append(frames[-1][0] or 0)
     return shown
@@ -237,11 +237,10 @@ FIXED_PUSHES = [[0] * 4, [0] * 4, [DIGIT, 0, 0, 0], [CLOSE, DIGIT, 0, 0], [CLOSE
 
 def bracket_expressions(
     key: jax.Array, lengths: jax.Array, width: int, modulus: int, mult: bool = False
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Expressions with brackets of `lengths` symbols as the paper draws them, their
-    values and their working: symbol codes [batch, width] (digits 0 .. m - 1, then m +,
-    m + 1 -, m + 2 (, m + 3 ), m + 4 *, -1 past the end), then what `bracket_values`
-    gives for them.
+) -> jax.Array:
+    """Expressions with brackets of `lengths` symbols as the paper draws them, as symbol
+    codes [batch, width]: digits 0 .. m - 1, then m +, m + 1 -, m + 2 (, m + 3 ),
+    m + 4 *, -1 past the end (`bracket_values` evaluates them).
 
     The paper writes an expression of length n as d, -d, (d), (-d) for n = 1-4, and as
     (left+right) or (left-right) with a random split of the rest for n >= 5; with `mult`,
@@ -292,7 +291,7 @@ def bracket_expressions(
     todo = jnp.zeros((batch, width + 4), jnp.int32).at[:, 0].set(lengths)
     state = (todo, (lengths > 0).astype(jnp.int32))
     _, codes = jax.lax.scan(step, state, (splits, operators, digits))
-    return (codes.T, *bracket_values(codes.T, m))
+    return codes.T
 
 
 def bracket_values(codes: jax.Array, modulus: int) -> tuple[jax.Array, jax.Array]:
@@ -384,14 +383,12 @@ class ModularArithmeticBrackets(Worked, Modular):
         return "".join(str(v) for v in bracket_working(text, self.modulus))
 
     def draw(self, key, lengths, max_len):
-        m = self.modulus
-        codes, values, so_far = bracket_expressions(key, lengths, max_len, m, self.mult)
+        codes = bracket_expressions(key, lengths, max_len, self.modulus, self.mult)
+        values, so_far = bracket_values(codes, self.modulus)
         tokens = jnp.where(codes >= 0, self.symbol_ids[jnp.maximum(codes, 0)], PAD_ID)
         if not self.scratchpad:
             return tokens, self.class_ids[values][:, None], jnp.ones_like(lengths)
-        under = jnp.pad(so_far, ((0, 0), (0, 1)))
-        shown = jnp.where(columns(under) < lengths[:, None], under, values[:, None])
-        return tokens, self.class_ids[shown], lengths + 1
+        return tokens, self.class_ids[then_class(so_far, values, lengths)], lengths + 1
 
 
 # How the working of `SolveEquation` writes a value s*x + c modulo m: c alone (s = 0) as
@@ -452,7 +449,8 @@ class SolveEquation(Worked, Modular):
 
     def draw(self, key, lengths, max_len):
         key, pick_key = jax.random.split(key)
-        codes, values, _ = bracket_expressions(key, lengths - 2, max_len, self.modulus)
+        codes = bracket_expressions(key, lengths - 2, max_len, self.modulus)
+        values = bracket_values(codes, self.modulus)[0]
         m, i = self.modulus, columns(codes)
         digit = (codes >= 0) & (codes < m)
         x_at = jnp.argmax(jnp.where(digit, jax.random.uniform(pick_key, codes.shape), -1.0), axis=1)
@@ -468,9 +466,7 @@ class SolveEquation(Worked, Modular):
         # stay at the whole left side's value, which is what = shows).
         zero, one = (bracket_values(jnp.where(x_here, d, codes), m)[1] for d in (0, 1))
         slope = (one - zero) % m
-        shown = jnp.pad(
-            zero + jnp.where(slope == 1, 10, jnp.where(slope == 0, 0, 20)), ((0, 0), (0, 1))
-        )
-        under = jnp.where(columns(shown) < lengths[:, None] - 1, shown, answer[:, None])
+        shown = zero + jnp.where(slope == 1, 10, jnp.where(slope == 0, 0, 20))
+        shown = jnp.where(i == lengths[:, None] - 1, answer[:, None], shown)  # x under its value
         ids = jnp.asarray(self.tokenizer.ids(AFFINE), jnp.int32)
-        return tokens, ids[under], lengths + 1
+        return tokens, ids[then_class(shown, answer, lengths)], lengths + 1
