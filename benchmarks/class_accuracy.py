@@ -12,13 +12,13 @@ the share whose whole answer is right.
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import jax
 import numpy as np
 
 from jabcli.api.api import Run
+from jabcli.api.formatting import spread
 from jabcli.inspection import inspection
 from jabcli.runs import runs
 from jabcli.tasks import sampling
@@ -42,9 +42,6 @@ def main(path: str, lengths: str = "41-500", samples: str = "4") -> None:
         classes.append(np.mean([r["output"][-1:] == r["expected"][-1] for r in rows]))
         exact.append(np.mean([r["correct"] for r in rows]))
         print(f"{seed.path.name}: class {classes[-1]:.1%}, whole answer {exact[-1]:.1%}")
-
-    def spread(values: list[float]) -> str:
-        return f"{statistics.median(values):.1%} [{min(values):.1%}-{max(values):.1%}]"
 
     print(
         f"{len(texts)} inputs of {low}-{high}: class {spread(classes)}, "
