@@ -312,7 +312,7 @@ def test_what_decoding_a_recurrent_run_holds_is_counted_a_little_above_what_it_c
 
 def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp_path, monkeypatch):
     """Every command that works on a run works on a recurrent one; show-attention, which
-    has no attention to draw, says so in one line."""
+    has no attention or memory to draw for an LSTM, says so in one line."""
     form = ["--set", "model.arch=lstm", "--seeds", "2"]
     args = ["--task", "copy", *SMALL_SETS, *form]
     trained = jab_here("train", *args, "--steps", "40", "--out", "runs/l", cwd=tmp_path).stdout
@@ -334,7 +334,9 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     assert compared.stderr == ""
     refused = jab_here("show-attention", "--run", "runs/l/seed-0", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and refused.stdout == ""
-    assert refused.stderr.strip() == "jab: error: a model.arch=lstm run has no attention to draw"
+    assert refused.stderr.strip() == (
+        "jab: error: a model.arch=lstm run has no attention and no memory to draw"
+    )
     # Any length, as far as memory goes: one that would not fit is refused in one line.
     from jabcli.core import memory
 
@@ -343,6 +345,40 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     refused = jab_here("eval", "--run", "runs/l", *too_long, cwd=tmp_path, check=False)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert refused.stderr.startswith("jab: error: decoding an input of 3000 symbols needs about")
+
+
+@pytest.mark.parametrize("arch", ["stack_rnn", "tape_rnn"])
+def test_show_attention_draws_a_stack_or_tape_cell_by_cell_after_each_token_it_reads(
+    arch, tmp_path
+):
+    from jabcli.api import api
+
+    kind = arch.removesuffix("_rnn")
+    args = ["--task", "reverse", *SMALL_SETS, "--set", f"model.arch={arch}"]
+    trained = jab_here("train", *args, "--steps", "20", "--out", "runs/m", cwd=tmp_path).stdout
+    assert "jab show-attention --run runs/m" in trained  # suggested: there is a picture
+    drawn = jab_here("show-attention", "--run", "runs/m", "--input", "0123", cwd=tmp_path).stdout
+    assert drawn.startswith(f"{kind} of runs/m: input 0123 -> output ")
+    assert "each cell's size after each step" in drawn
+    assert f"columns: the {kind}'s cells, 0 " in drawn
+    assert re.search(r"^│\s+□→\S", drawn, re.M)  # an answer slot's row, with what it wrote
+    picture = api.Run(tmp_path / "runs/m").attention("0123")
+    sizes = picture.weights[0]  # one head: [steps, cells]
+    assert picture.kind == kind and picture.layer == 0
+    assert picture.rows[:5] == ["0", "1", "2", "3", "<eos>"] and len(picture.rows) == len(sizes)
+    assert sizes.max() == 1.0 and sizes.min() >= 0.0
+    if arch == "stack_rnn":  # a push a step at most: after k tokens, only k cells hold any
+        assert all(not sizes[k, k + 1 :].any() for k in range(len(sizes)))
+        assert len(picture.cols) <= len(sizes)  # the cells no step reached, left out
+    else:  # a ring of the paper's 40 cells, every one of them within reach of a jump
+        assert picture.cols == [str(cell) for cell in range(40)]
+    assert f"{kind} after each step" in picture._repr_html_()
+    for wrong, message in [
+        (["--kind", "cross"], f"a model.arch={arch} run has no cross attention: it has {kind}"),
+        (["--layer", "1"], "layer must be between 0 and 0 (or -1 for the last), got 1"),
+    ]:
+        refused = jab_here("show-attention", "--run", "runs/m", *wrong, cwd=tmp_path, check=False)
+        assert refused.returncode != 0 and refused.stderr.startswith(f"jab: error: {message}")
 
 
 def test_a_study_grids_model_arch_over_the_recurrent_forms_and_measures_each(tmp_path):

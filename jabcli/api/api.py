@@ -226,7 +226,9 @@ class Run:
         """One layer's attention while answering `text` (default: a random held-out
         input), as `jab show-attention`; `kind` None is cross-attention, or a
         model.arch=encoder run's only one, "encoder" (model.arch=decoder: "decoder");
-        `layer` -1 is the last."""
+        `layer` -1 is the last. A model.arch=stack_rnn or tape_rnn run's is its memory,
+        "stack" or "tape": each cell's size after each token it read, one layer of one
+        head."""
         from jabcli.core import runtime
 
         if text is not None and not isinstance(text, str):
@@ -235,8 +237,7 @@ class Run:
             raise JabError(f"layer must be a whole number (-1 for the last), got {layer!r}")
         runtime.configure()
         loaded = inspection.load(self.path, checkpoint_name(checkpoint))
-        model = loaded.experiment.config.model
-        layers = model.num_layers * model.loops  # with loops, a layer per pass
+        layers = loaded.experiment.form.drawn_layers(loaded.experiment.config.model)
         if not -layers <= layer < layers:
             raise JabError(
                 f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"
@@ -251,6 +252,7 @@ class Run:
             np.asarray(picture.weights[layer]),
             picture.rows,
             picture.cols,
+            picture.memory,
         )
 
     def metrics(self) -> list[dict[str, Any]]:
@@ -431,7 +433,8 @@ class Curves(list):
 class Attention:
     """One layer's attention weights [heads, queries, keys], with the tokens that label
     the queries (`rows`) and keys (`cols`); in Jupyter, a heatmap per head whose cells
-    show their weight on hover."""
+    show their weight on hover. A "stack" or "tape" (a recurrent form's memory) is one
+    head: each cell's size after each token read (rows), the largest 1, cells across."""
 
     kind: str
     input: str
@@ -441,6 +444,7 @@ class Attention:
     weights: np.ndarray
     rows: list[str]
     cols: list[str]
+    memory: str | None = None  # a stack's or tape's: what its columns are
 
     @property
     def verdict(self) -> str:

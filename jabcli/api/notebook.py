@@ -128,9 +128,13 @@ def attention_html(attention: Any) -> str:
         f'<div style="display:inline-block;margin:4px">{grid(h)}</div>'
         for h in range(len(attention.weights))
     )
+    what = (
+        f"{attention.kind} after each step (rows; columns: {html.escape(attention.memory)})"
+        if attention.memory
+        else f"{attention.kind} attention, layer {attention.layer}"
+    )
     return (
-        f"<p>{attention.kind} attention, layer {attention.layer}, answering "
-        f"<code>{html.escape(attention.input)}</code> with "
+        f"<p>{what}, answering <code>{html.escape(attention.input)}</code> with "
         f"<code>{html.escape(attention.answer)}</code> ({attention.verdict})</p>{heads}"
     )
 

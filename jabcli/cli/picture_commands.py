@@ -29,6 +29,8 @@ class Kind(str, enum.Enum):
     cross = "cross"
     encoder = "encoder"
     decoder = "decoder"
+    stack = "stack"
+    tape = "tape"
 
 
 def show_attention(
@@ -43,9 +45,10 @@ def show_attention(
         Kind | None,
         typer.Option(
             "--kind",
-            metavar="cross|encoder|decoder",
+            metavar="cross|encoder|decoder|stack|tape",
             help="Which attention to draw (default: cross; a model.arch=encoder run has "
-            "encoder only, a model.arch=decoder run decoder only).",
+            "encoder only, a model.arch=decoder run decoder only); a stack_rnn or "
+            "tape_rnn run draws its stack or tape instead.",
         ),
     ] = None,
     layer: Annotated[
@@ -72,7 +75,7 @@ def show_attention(
     checkpoint: CheckpointOption = "latest",
     no_cache: NoCacheOption = False,
 ) -> None:
-    """Draw what the model attends to while answering one input."""
+    """Draw what the model attends to, or its memory, while answering one input."""
     from jabcli.cli.display import say
     from jabcli.cli.pictures import attention_view, save_picture, show_picture
 

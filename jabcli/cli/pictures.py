@@ -47,8 +47,8 @@ def shade(weight: float) -> Text:
     )
 
 
-def legend() -> Text:
-    text = Text("weight: ")
+def legend(name: str = "weight") -> Text:
+    text = Text(f"{name}: ")
     for i in range(len(SHADES)):
         low = i / (len(SHADES) - 1)
         text.append_text(shade(low))
@@ -71,16 +71,19 @@ class AttentionView:
     title: str
     panels: list[Panel]
     tokens: list[str]  # the labels of rows and columns
+    # What a cell shows, and what rows and columns are (attention's, or a memory's).
+    shown: str = "weight"
+    axes: str = "rows: queries, columns: keys"
     command = "show-attention"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(self.title, style="bold")
         yield Columns(self.panels, padding=(0, 1))
-        yield legend()
+        yield legend(self.shown)
         hints = any(is_hint_token(token) for token in self.tokens)
         slots = any(token.startswith("□") for token in self.tokens)  # inspection.SLOT_LABEL
         yield Text(
-            "rows: queries, columns: keys; ^ = <bos>, $ = <eos>"
+            f"{self.axes}; ^ = <bos>, $ = <eos>"
             + ("; □ = an answer slot (□→x: it wrote x)" if slots else "")
             + ("; index hint [k] heads a column as k's last two digits" if hints else ""),
             style="dim",
@@ -95,8 +98,16 @@ class AttentionView:
 
 def attention_view(attention: Any, head: str | None, run_path: str) -> AttentionView:
     """The heatmaps of one layer's attention (api.Attention): every head side by side,
-    one head, or their mean."""
+    one head, or their mean; or a recurrent form's memory, one heatmap."""
     weights, rows, cols = attention.weights, attention.rows, attention.cols
+    if attention.memory:
+        title = (
+            f"{attention.kind} of {run_path}: input {attention.input} -> output "
+            f"{attention.answer} ({attention.verdict})"
+        )
+        panels = [heatmap(weights[0], rows, cols, "each cell's size after each step")]
+        axes = f"rows: the token read at each step, columns: {attention.memory} (last two digits)"
+        return AttentionView(title, panels, [*rows, *cols], "size, largest 1", axes)
     if head is None:
         panels = [heatmap(weights[h], rows, cols, f"head {h}") for h in range(len(weights))]
     elif head == "mean":

@@ -25,7 +25,13 @@ from jabcli.training import checkpoints
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
 DECODE_KEY = 0  # `jab predict` and `show-attention` draw random positions and hints from it
-ATTENTION_KINDS = ("cross", "encoder", "decoder")
+# What `jab show-attention` draws: attention, or a recurrent form's memory, whose columns
+# are the memory's cells (described here, for the picture's key).
+MEMORY_KINDS = {
+    "stack": "the stack's cells, 0 its top",
+    "tape": "the tape's cells, 0 under its head",
+}
+ATTENTION_KINDS = ("cross", "encoder", "decoder", *MEMORY_KINDS)
 SLOT_LABEL = "□"  # an empty answer slot of the encoder form (encoder_only.py)
 
 
@@ -283,25 +289,29 @@ class AttentionMap:
     weights: np.ndarray
     rows: list[str]
     cols: list[str]
+    # For a recurrent form's memory (kind "stack" or "tape"): what its columns are.
+    memory: str | None = None
 
 
 def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> AttentionMap:
     """Decode `text` (default: a random held-out input) and return the `kind` attention
     ("cross", "encoder" or "decoder"; default: the form's first, cross for the
     encoder-decoder) of the pass that produced the answer. A decoder-only model's
-    "decoder" attention is over the input, then the answer."""
+    "decoder" attention is over the input, then the answer. A Stack-RNN's or Tape-RNN's
+    "stack" or "tape" is its memory instead (`memory_picture`)."""
     from jabcli.evaluation.decode import attention_weights
 
     experiment = loaded.experiment
     form = experiment.form
     if not form.attention:
-        raise JabError(f"a model.arch={form.name} run has no attention to draw")
+        raise JabError(f"a model.arch={form.name} run has no attention and no memory to draw")
     kind = kind or form.attention[0]
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
     if kind not in form.attention:
+        missing = kind if kind in MEMORY_KINDS else f"{kind} attention"
         raise JabError(
-            f"a model.arch={form.name} run has no {kind} attention: it has "
+            f"a model.arch={form.name} run has no {missing}: it has "
             f"{', '.join(form.attention)} (--kind {form.attention[0]})"
         )
     text = clean(text) if text is not None else random_input(loaded)
@@ -310,7 +320,8 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     out = outputs[0]
     produced = layout.produced(out)
     if experiment.one_pass:
-        return slots_attention(loaded, text, src, out, produced, src_positions, tgt_positions)
+        picture = memory_picture if kind in MEMORY_KINDS else slots_attention
+        return picture(loaded, text, src, out, produced, src_positions, tgt_positions)
     tgt_in = layout.decoder_input(produced)
     # The positions decoding read, so the picture shows the computation that answered.
     weights = attention_weights(
@@ -338,6 +349,15 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     )
 
 
+def slot_labels(loaded: Loaded, src: np.ndarray, produced: np.ndarray, count: int) -> list[str]:
+    """The `count` tokens a one-pass form reads for source `src` [1, S]: the source's, then
+    its answer slots, labelled SLOT_LABEL, each with the token it wrote (`produced`)."""
+    tokens = loaded.experiment.tokenizer.tokens
+    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
+    labels = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
+    return labels + [SLOT_LABEL] * (count - len(labels))
+
+
 def slots_attention(
     loaded: Loaded,
     text: str,
@@ -359,11 +379,7 @@ def slots_attention(
         experiment, loaded.params, src, slots, src_positions, tgt_positions
     ).encoder
     count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
-    tokens = experiment.tokenizer.tokens
-    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
-    slot_rows = [f"{SLOT_LABEL}→{token}" for token in written]
-    src_labels = [tokens[i] for i in src[0]]
-    rows = src_labels + slot_rows + [SLOT_LABEL] * (count - len(src_labels) - len(slot_rows))
+    rows = slot_labels(loaded, src, produced, count)
     return AttentionMap(
         kind="encoder",
         input=text,
@@ -371,7 +387,43 @@ def slots_attention(
         expected=experiment.task.solve(text),
         weights=np.asarray(weights)[:, 0, :, :count, :count],
         rows=rows,
-        cols=src_labels + [SLOT_LABEL] * (count - len(src_labels)),
+        cols=rows[: src.shape[1]] + [SLOT_LABEL] * (count - src.shape[1]),
+    )
+
+
+def memory_picture(
+    loaded: Loaded,
+    text: str,
+    src: np.ndarray,
+    out: np.ndarray,
+    produced: np.ndarray,
+    src_positions,
+    tgt_positions,
+) -> AttentionMap:
+    """A Stack-RNN's or Tape-RNN's memory in the one pass that answered `text`, drawn as
+    attention is, one layer of one head: after each token it read (rows, labelled as the
+    encoder form's), the size (Euclidean norm) of each cell's vector, the largest 1
+    (columns: the cells, numbered by their last two digits; the trailing cells no step
+    wrote, left out)."""
+    from jabcli.evaluation.decode import attention_weights
+    from jabcli.model.encoder_only import answer_slots
+
+    experiment = loaded.experiment
+    slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
+    trace = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
+    count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
+    sizes = np.linalg.norm(np.asarray(trace.cells, np.float64)[0, :count], axis=-1)  # [count, M]
+    written = np.flatnonzero(sizes.max(axis=0) > 0)
+    sizes = sizes[:, : written[-1] + 1 if len(written) else 1]
+    return AttentionMap(
+        kind=experiment.form.attention[0],
+        input=text,
+        answer=experiment.tokenizer.decode(out),
+        expected=experiment.task.solve(text),
+        weights=(sizes / max(sizes.max(), 1e-30))[None, None],
+        rows=slot_labels(loaded, src, produced, count),
+        cols=[str(cell % 100) for cell in range(sizes.shape[1])],
+        memory=MEMORY_KINDS[experiment.form.attention[0]],
     )
 
 

@@ -156,6 +156,10 @@ class Form:
         holds at its peak (decode.plan sizes chunks with it)."""
         raise NotImplementedError
 
+    def drawn_layers(self, m: ModelConfig) -> int:
+        """The layers `jab show-attention --layer` chooses from: one a pass, with loops."""
+        return m.num_layers * m.loops
+
 
 def pairs(scheme: PositionalScheme) -> bool:
     """Whether a scheme places the answer's positions from the input's (coupled ones),

@@ -309,6 +309,11 @@ class Recurrent(Form):
         """0, 1, 2, ... on either side, which the model never reads."""
         return counting(*src.shape), counting(src.shape[0], answer_width)
 
+    def drawn_layers(self, m: ModelConfig) -> int:
+        """One: a stack's or tape's contents are drawn, not layers (model.num_layers,
+        recorded at its default, means nothing here)."""
+        return 1
+
     def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
         """Every step's one-hot token (a vocabulary of about 64) and output, twice over
         for the scan's copies, and the memory. Decoding drops the `MemoryTrace`: XLA
@@ -335,6 +340,7 @@ class StackRNN(Recurrent):
     name = "stack_rnn"
     label = "Stack-RNN"
     memory = True
+    attention = ("stack",)  # its memory, drawn in attention's place
     memory_cells = 30
 
     def make_core(self, m, symbols, tokens, width):
@@ -348,6 +354,7 @@ class TapeRNN(Recurrent):
     name = "tape_rnn"
     label = "Tape-RNN"
     memory = True
+    attention = ("tape",)  # its memory, drawn in attention's place
     memory_cells = 40
 
     def make_core(self, m, symbols, tokens, width):

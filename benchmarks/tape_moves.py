@@ -1,0 +1,62 @@
+"""How a trained Tape-RNN moves its tape, read from the picture `jab show-attention`
+draws of it (`Run.attention`: each cell's size after each token read).
+
+    python benchmarks/tape_moves.py RUN [LENGTH ...]      # default lengths: 10 20 30 45 60
+
+For each seed of RUN (a run or a group of seeds) and one random input of each LENGTH
+(symbols of the run's alphabet, drawn with Python's random, seed 0), the move of each step
+is estimated as the roll of the ring that best maps the cells' sizes after the previous
+step onto those after this one (the least summed absolute difference). A move is a mixture
+of the five actions (stay, one cell either way, the input's length either way): the
+estimate names the one that dominates. The first three steps, whose cells hold almost
+nothing, are left out. Prints a table: per seed, the inputs answered right and how many
+steps moved by 0, +1, -1, +L, -L (L the input's length) or otherwise.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from jabcli.api import api
+from jabcli.runs import runs
+
+MOVES = ("0", "+1", "-1", "+L", "-L", "other")
+
+
+def move(before: np.ndarray, after: np.ndarray, length: int) -> str:
+    """The roll of a ring of cells' sizes `before` [M] that best gives `after` [M]."""
+    cells = len(after)
+    shift = int(np.argmin([np.abs(np.roll(before, k) - after).sum() for k in range(cells)]))
+    shift = shift if shift <= cells // 2 else shift - cells
+    return {0: "0", 1: "+1", -1: "-1", length: "+L", -length: "-L"}.get(shift, "other")
+
+
+def main(path: str, lengths: list[int]) -> None:
+    seeds = runs.open_runs(Path(path))[1]
+    alphabet = seeds[0].load_config()[0].task.alphabet
+    rng = random.Random(0)
+    inputs = ["".join(rng.choice(alphabet) for _ in range(n)) for n in lengths]
+    print(f"{path}: one input of each of {len(inputs)} lengths {', '.join(map(str, lengths))}\n")
+    print("| seed | answered right | " + " | ".join(f"steps {m}" for m in MOVES) + " |")
+    print("|---|---:|" + "---:|" * len(MOVES))
+    for seed in seeds:
+        run, counts, right = api.Run(seed.path), collections.Counter(), 0
+        for text in inputs:
+            picture = run.attention(text)
+            right += picture.verdict == "right"
+            sizes = picture.weights[0]
+            for step in range(3, len(sizes)):
+                counts[move(sizes[step - 1], sizes[step], len(text))] += 1
+        cells = " | ".join(str(counts[m]) for m in MOVES)
+        print(f"| {seed.path.name} | {right} of {len(inputs)} | {cells} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1], [int(n) for n in sys.argv[2:]] or [10, 20, 30, 45, 60])
