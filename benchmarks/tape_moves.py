@@ -3,8 +3,8 @@ draws of it (`Run.attention`: each cell's size after each token read).
 
     python benchmarks/tape_moves.py RUN [LENGTH ...]      # default lengths: 10 20 30 45 60
 
-For each seed of RUN (a run or a group of seeds) and one random input of each LENGTH
-(symbols of the run's alphabet, drawn with Python's random, seed 0), the move of each step
+For each seed of RUN (a run or a group of seeds) and one held-out input of each LENGTH
+(drawn as `jab eval` draws them, with evaluation seed 0), the move of each step
 is estimated as the roll of the ring that best maps the cells' sizes after the previous
 step onto those after this one (the least summed absolute difference). A move is a mixture
 of the five actions (stay, one cell either way, the input's length either way): the
@@ -16,13 +16,14 @@ steps moved by 0, +1, -1, +L, -L (L the input's length) or otherwise.
 from __future__ import annotations
 
 import collections
-import random
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from jabcli.api import api
+from jabcli.evaluation.evaluate import draw_held_out
+from jabcli.inspection import inspection
 from jabcli.runs import runs
 
 MOVES = ("0", "+1", "-1", "+L", "-L", "other")
@@ -38,20 +39,24 @@ def move(before: np.ndarray, after: np.ndarray, length: int) -> str:
 
 def main(path: str, lengths: list[int]) -> None:
     seeds = runs.open_runs(Path(path))[1]
-    alphabet = seeds[0].load_config()[0].task.alphabet
-    rng = random.Random(0)
-    inputs = ["".join(rng.choice(alphabet) for _ in range(n)) for n in lengths]
-    print(f"{path}: one input of each of {len(inputs)} lengths {', '.join(map(str, lengths))}\n")
+    experiment = inspection.load(seeds[0].path).experiment
+    key = inspection.evaluation_key(0)
+    inputs = [
+        experiment.tokenizer.decode(np.asarray(draw_held_out(experiment, key, 1, n, n).src[0]))
+        for n in lengths
+    ]
+    print(f"{path}: one held-out input of each of the lengths {', '.join(map(str, lengths))}\n")
     print("| seed | answered right | " + " | ".join(f"steps {m}" for m in MOVES) + " |")
     print("|---|---:|" + "---:|" * len(MOVES))
     for seed in seeds:
         run, counts, right = api.Run(seed.path), collections.Counter(), 0
         for text in inputs:
             picture = run.attention(text)
+            symbols = len(text)  # the jump: the input's symbols (recurrent.py)
             right += picture.verdict == "right"
             sizes = picture.weights[0]
             for step in range(3, len(sizes)):
-                counts[move(sizes[step - 1], sizes[step], len(text))] += 1
+                counts[move(sizes[step - 1], sizes[step], symbols)] += 1
         cells = " | ".join(str(counts[m]) for m in MOVES)
         print(f"| {seed.path.name} | {right} of {len(inputs)} | {cells} |")
 
