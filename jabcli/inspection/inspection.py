@@ -298,7 +298,7 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     ("cross", "encoder" or "decoder"; default: the form's first, cross for the
     encoder-decoder) of the pass that produced the answer. A decoder-only model's
     "decoder" attention is over the input, then the answer. A Stack-RNN's or Tape-RNN's
-    "stack" or "tape" is its memory instead (`memory_picture`)."""
+    "stack" or "tape" is its memory instead (`one_pass_picture`)."""
     from jabcli.evaluation.decode import attention_weights
 
     experiment = loaded.experiment
@@ -320,8 +320,9 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     out = outputs[0]
     produced = layout.produced(out)
     if experiment.one_pass:
-        picture = memory_picture if kind in MEMORY_KINDS else slots_attention
-        return picture(loaded, text, src, out, produced, src_positions, tgt_positions)
+        return one_pass_picture(
+            loaded, kind, text, src, out, produced, src_positions, tgt_positions
+        )
     tgt_in = layout.decoder_input(produced)
     # The positions decoding read, so the picture shows the computation that answered.
     weights = attention_weights(
@@ -349,17 +350,9 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     )
 
 
-def slot_labels(loaded: Loaded, src: np.ndarray, produced: np.ndarray, count: int) -> list[str]:
-    """The `count` tokens a one-pass form reads for source `src` [1, S]: the source's, then
-    its answer slots, labelled SLOT_LABEL, each with the token it wrote (`produced`)."""
-    tokens = loaded.experiment.tokenizer.tokens
-    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
-    labels = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
-    return labels + [SLOT_LABEL] * (count - len(labels))
-
-
-def slots_attention(
+def one_pass_picture(
     loaded: Loaded,
+    kind: str,
     text: str,
     src: np.ndarray,
     out: np.ndarray,
@@ -367,63 +360,46 @@ def slots_attention(
     src_positions,
     tgt_positions,
 ) -> AttentionMap:
-    """The encoder form's self-attention over the input and every answer slot, in the one
-    pass that answered `text` (source `src` [1, S], answer `out`, `produced` up to its
-    <eos>): the slots labelled SLOT_LABEL, as queries with the token each wrote."""
+    """The one pass that answered `text` (source `src` [1, S], answer `out`, `produced` up
+    to its <eos>), over the input and every answer slot: rows are the tokens read, the
+    slots labelled SLOT_LABEL with the token each wrote. The encoder form's self-attention
+    (queries and keys), or a Stack-RNN's or Tape-RNN's memory (`kind` "stack" or "tape"),
+    drawn as attention is, one layer of one head: after each token read, the size
+    (Euclidean norm) of each cell's vector, the largest 1 (columns: the cells, numbered by
+    their last two digits; the trailing cells no step wrote, left out)."""
     from jabcli.evaluation.decode import attention_weights
     from jabcli.model.encoder_only import answer_slots
 
     experiment = loaded.experiment
     slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
-    weights = attention_weights(
-        experiment, loaded.params, src, slots, src_positions, tgt_positions
-    ).encoder
+    seen = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
     count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
-    rows = slot_labels(loaded, src, produced, count)
+    tokens = experiment.tokenizer.tokens
+    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
+    rows = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
+    rows += [SLOT_LABEL] * (count - len(rows))
+    answered = {
+        "input": text,
+        "answer": experiment.tokenizer.decode(out),
+        "expected": experiment.task.solve(text),
+        "rows": rows,
+    }
+    if kind in MEMORY_KINDS:
+        sizes = np.linalg.norm(np.asarray(seen.cells, np.float64)[0, :count], axis=-1)  # [N, M]
+        written_cells = np.flatnonzero(sizes.max(axis=0) > 0)
+        sizes = sizes[:, : written_cells[-1] + 1 if len(written_cells) else 1]
+        return AttentionMap(
+            kind=kind,
+            weights=(sizes / max(sizes.max(), 1e-30))[None, None],
+            cols=[str(cell % 100) for cell in range(sizes.shape[1])],
+            memory=MEMORY_KINDS[kind],
+            **answered,
+        )
     return AttentionMap(
         kind="encoder",
-        input=text,
-        answer=experiment.tokenizer.decode(out),
-        expected=experiment.task.solve(text),
-        weights=np.asarray(weights)[:, 0, :, :count, :count],
-        rows=rows,
+        weights=np.asarray(seen.encoder)[:, 0, :, :count, :count],
         cols=rows[: src.shape[1]] + [SLOT_LABEL] * (count - src.shape[1]),
-    )
-
-
-def memory_picture(
-    loaded: Loaded,
-    text: str,
-    src: np.ndarray,
-    out: np.ndarray,
-    produced: np.ndarray,
-    src_positions,
-    tgt_positions,
-) -> AttentionMap:
-    """A Stack-RNN's or Tape-RNN's memory in the one pass that answered `text`, drawn as
-    attention is, one layer of one head: after each token it read (rows, labelled as the
-    encoder form's), the size (Euclidean norm) of each cell's vector, the largest 1
-    (columns: the cells, numbered by their last two digits; the trailing cells no step
-    wrote, left out)."""
-    from jabcli.evaluation.decode import attention_weights
-    from jabcli.model.encoder_only import answer_slots
-
-    experiment = loaded.experiment
-    slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
-    trace = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
-    count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
-    sizes = np.linalg.norm(np.asarray(trace.cells, np.float64)[0, :count], axis=-1)  # [count, M]
-    written = np.flatnonzero(sizes.max(axis=0) > 0)
-    sizes = sizes[:, : written[-1] + 1 if len(written) else 1]
-    return AttentionMap(
-        kind=experiment.form.attention[0],
-        input=text,
-        answer=experiment.tokenizer.decode(out),
-        expected=experiment.task.solve(text),
-        weights=(sizes / max(sizes.max(), 1e-30))[None, None],
-        rows=slot_labels(loaded, src, produced, count),
-        cols=[str(cell % 100) for cell in range(sizes.shape[1])],
-        memory=MEMORY_KINDS[experiment.form.attention[0]],
+        **answered,
     )
 
 
