@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jabcli.core import runtime
 from jabcli.core.tokenizer import BOS_ID
 from jabcli.inspection import inspection
 from jabcli.runs import runs
@@ -68,6 +69,7 @@ class Lstm:
 
 
 def main(path: str, count: int) -> None:
+    runtime.configure()  # the compilation cache, as every jab command has it
     seeds = runs.open_runs(Path(path))[1]
     rng = np.random.default_rng(0)
     print(f"{path}: {count} inputs of {LENGTH} actions; steps labelled by the true position\n")

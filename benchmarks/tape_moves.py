@@ -1,5 +1,5 @@
 """How a trained Tape-RNN moves its tape, read from the picture `jab show-attention`
-draws of it (`Run.attention`: each cell's size after each token read).
+draws of it (`inspection.attention`: each cell's size after each token read).
 
     python benchmarks/tape_moves.py RUN [LENGTH ...]      # default lengths: 10 20 30 45 60
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jabcli.api import api
+from jabcli.core import runtime
 from jabcli.evaluation.evaluate import draw_held_out
 from jabcli.inspection import inspection
 from jabcli.runs import runs
@@ -38,6 +38,7 @@ def move(before: np.ndarray, after: np.ndarray, length: int) -> str:
 
 
 def main(path: str, lengths: list[int]) -> None:
+    runtime.configure()  # the compilation cache, as every jab command has it
     seeds = runs.open_runs(Path(path))[1]
     experiment = inspection.load(seeds[0].path).experiment
     key = inspection.evaluation_key(0)
@@ -49,12 +50,12 @@ def main(path: str, lengths: list[int]) -> None:
     print("| seed | answered right | " + " | ".join(f"steps {m}" for m in MOVES) + " |")
     print("|---|---:|" + "---:|" * len(MOVES))
     for seed in seeds:
-        run, counts, right = api.Run(seed.path), collections.Counter(), 0
+        loaded, counts, right = inspection.load(seed.path), collections.Counter(), 0
         for text in inputs:
-            picture = run.attention(text)
+            picture = inspection.attention(loaded, text)
             symbols = len(text)  # the jump: the input's symbols (recurrent.py)
-            right += picture.verdict == "right"
-            sizes = picture.weights[0]
+            right += picture.answer == picture.expected
+            sizes = picture.weights[0, 0]
             for step in range(3, len(sizes)):
                 counts[move(sizes[step - 1], sizes[step], symbols)] += 1
         cells = " | ".join(str(counts[m]) for m in MOVES)
