@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from jabrun import TINY, env, interrupt_after, jab_here
+from jabrun import TINY, env, interrupt_after, jab, jab_here
 
 from jabcli.core.errors import JabError
 
@@ -391,8 +391,12 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
 ):
     """One chunk of 20000 steps stands in for a slow model's chunk (minutes on the
     Tape-RNN): the first Ctrl-C must be answered while the chunk runs, not when it ends,
-    and two must end the process long before the chunk would."""
-    args = [*TINY, "--steps", "20000", "--set", "train.log_every=20000", "--out", "run"]
+    and two must end the process long before the chunk would. The chunk's program is
+    stored by a training before (as on every training after a user's first): the first
+    run of a stored program, checked before it is trusted, is that long chunk."""
+    chunk = ["--set", "train.log_every=20000"]  # (the chunk's program depends on it)
+    jab("train", *TINY, *chunk, "--steps", "20", "--out", "before", cwd=tmp_path)
+    args = [*TINY, *chunk, "--steps", "20000", "--out", "run"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli", "train", *args],
         cwd=tmp_path,

@@ -15,7 +15,9 @@ import os
 import pickle
 import tempfile
 import threading
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -307,6 +309,35 @@ def uncached(lower: Callable[[], Any], options: dict) -> Any:
             compilation_cache.reset_cache()
 
 
+_polled: ContextVar[Callable[[], Any]] = ContextVar("polled", default=lambda: None)
+
+
+@contextlib.contextmanager
+def polling(meanwhile: Callable[[], Any]):
+    """Within it, `wait` calls `meanwhile()` between its sleeps: the training session's
+    stop request, which then says in this thread (not in its signal handler) that a
+    signal came, while a chunk runs, also a stored chunk's first, checked run."""
+    token = _polled.set(meanwhile)
+    try:
+        yield
+    finally:
+        _polled.reset(token)
+
+
+def wait(tree: Any) -> Any:
+    """`tree` once computed. Waits in short sleeps rather than inside XLA, so that signal
+    handlers run meanwhile (a computation that never ends can still be interrupted),
+    calling what `polling` set between sleeps."""
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(tree)
+    meanwhile = _polled.get()
+    while not all(leaf.is_ready() for leaf in leaves):
+        time.sleep(0.002)
+        meanwhile()
+    return tree
+
+
 class StoredProgram:
     """A program `stored_program` read from `path`, checked by its first run: if that
     fails, the stored copy is removed and the program compiled (`compile_`) instead. That
@@ -330,7 +361,7 @@ class StoredProgram:
             for i, a in enumerate(args)
         ]
         try:
-            out = jax.block_until_ready(self.program(*given))
+            out = jax.block_until_ready(wait(self.program(*given)))  # (errors raise here)
         except jax.errors.JaxRuntimeError:  # loaded, but does not run: compile it here
             self.path.unlink(missing_ok=True)
             self.program = self.compile()

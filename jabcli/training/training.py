@@ -333,18 +333,6 @@ class Trained:
         return bool(self.at_target) and all(self.at_target)
 
 
-def wait(tree: Any, meanwhile: Callable[[], Any] = lambda: None) -> Any:
-    """`tree` once computed. Waits in short sleeps rather than inside XLA, so that signal
-    handlers run meanwhile: a computation that never ends can still be interrupted; and
-    calls `meanwhile()` between sleeps (the session's stop request, which then says in
-    this thread, not in its signal handler, that a signal came)."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    while not all(leaf.is_ready() for leaf in leaves):
-        time.sleep(0.002)
-        meanwhile()
-    return tree
-
-
 def check(experiment: Experiment) -> tuple[int, str]:
     """Refuse, before anything is written or allocated, a run whose batch cannot be packed
     or does not divide over the devices, whose parameters and optimizer state (of every
@@ -522,7 +510,7 @@ class Trainer:
             state = compiled_init(experiment, tr.seeds)(seeds if self.grouped else seeds[0])
         else:
             state = stack(states) if self.grouped else states[0]
-        self.state = wait(jax.device_put(state, programs.state_sharding))
+        self.state = runtime.wait(jax.device_put(state, programs.state_sharding))
 
     @property
     def step(self) -> int:
@@ -549,8 +537,9 @@ class Trainer:
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
-            chunk = self.chunk(self.state, jnp.asarray(n, jnp.int32))
-            self.state, metrics = wait(chunk, should_stop)
+            with runtime.polling(should_stop):  # a stored chunk's first run waits so too
+                chunk = self.chunk(self.state, jnp.asarray(n, jnp.int32))
+                self.state, metrics = runtime.wait(chunk)
             metrics = {k: np.reshape(v, -1) for k, v in jax.device_get(metrics).items()}
             step = step_before + n
             for seed, finite in zip(self.seeds, metrics.pop("finite")):
