@@ -1,4 +1,5 @@
 import atexit
+import contextlib
 import os
 import shutil
 import tempfile
@@ -6,13 +7,39 @@ from pathlib import Path
 
 import pytest
 
-# The processes of one test session (pytest-xdist's workers, which inherit the first
-# process's environment, and their subprocesses) share a fresh compilation cache, so the
-# same tiny model is compiled once rather than in every test and every worker; the user's
-# own cache is never touched, and this one goes when the process that made it ends.
-if not os.environ.get("JAB_TEST_CACHE"):
-    os.environ["JAB_TEST_CACHE"] = tempfile.mkdtemp(prefix="jab-test-cache-")
-    atexit.register(shutil.rmtree, os.environ["JAB_TEST_CACHE"], ignore_errors=True)
+# The processes of a test session (pytest-xdist's workers, which inherit the first
+# process's environment, and their subprocesses) share one compilation cache, so the same
+# tiny model is compiled once rather than in every test and every worker. It is kept
+# between sessions, as pip keeps its downloads, in a folder of its own (never the user's
+# jab cache): a session after the first compiles only what changed (a cold session takes
+# about twice as long). JAB_TEST_CACHE=fresh runs the suite cold, in a cache made for it
+# and removed at its end; JAB_TEST_CACHE=FOLDER uses that folder.
+XLA_CACHE_BYTES = 256 * 2**20  # what the kept cache's XLA programs may take (jab trims its own)
+
+
+def kept_cache() -> str:
+    """The suite's kept cache folder, its XLA programs written longest ago removed first
+    down to XLA_CACHE_BYTES (each version of jab's code compiles its programs anew)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jab-tests"
+    written = []
+    for f in (base / "jab" / "xla").glob("*"):
+        with contextlib.suppress(OSError):  # (another session removing it meanwhile)
+            written.append((f.stat().st_mtime, f.stat().st_size, f))
+    total = 0
+    for _, size, f in sorted(written, reverse=True):  # the newest first
+        total += size
+        if total > XLA_CACHE_BYTES:
+            with contextlib.suppress(OSError):
+                f.unlink()
+    return str(base)
+
+
+if os.environ.get("JAB_TEST_CACHE", "") in ("", "fresh"):  # the session's first process
+    if os.environ.get("JAB_TEST_CACHE") == "fresh":
+        os.environ["JAB_TEST_CACHE"] = tempfile.mkdtemp(prefix="jab-test-cache-")
+        atexit.register(shutil.rmtree, os.environ["JAB_TEST_CACHE"], ignore_errors=True)
+    else:
+        os.environ["JAB_TEST_CACHE"] = kept_cache()
 os.environ["XDG_CACHE_HOME"] = os.environ["JAB_TEST_CACHE"]
 # The suite compiles thousands of tiny programs and runs each for milliseconds: XLA's
 # backend optimizations and its newer fusion emitters cost it more than they save (they
