@@ -7,6 +7,29 @@ from pathlib import Path
 
 import pytest
 
+# What the kept cache's XLA programs and jab's facts about models may take (jab trims its
+# stored programs itself): every version of jab's code compiles and finds them anew.
+KEPT_BYTES = {"xla": 256 * 2**20, "facts": 16 * 2**20}
+
+
+def kept_cache() -> str:
+    """The suite's kept cache folder, trimmed to KEPT_BYTES, what was written longest ago
+    removed first."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jab-tests"
+    for kind, most in KEPT_BYTES.items():
+        written = []
+        for f in (base / "jab" / kind).glob("*"):
+            with contextlib.suppress(OSError):  # (another session removing it meanwhile)
+                written.append((f.stat().st_mtime, f.stat().st_size, f))
+        total = 0
+        for _, size, f in sorted(written, reverse=True):  # the newest first
+            total += size
+            if total > most:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+    return str(base)
+
+
 # The processes of a test session (pytest-xdist's workers, which inherit the first
 # process's environment, and their subprocesses) share one compilation cache, so the same
 # tiny model is compiled once rather than in every test and every worker. It is kept
@@ -14,26 +37,6 @@ import pytest
 # jab cache): a session after the first compiles only what changed (a cold session takes
 # about twice as long). JAB_TEST_CACHE=fresh runs the suite cold, in a cache made for it
 # and removed at its end; JAB_TEST_CACHE=FOLDER uses that folder.
-XLA_CACHE_BYTES = 256 * 2**20  # what the kept cache's XLA programs may take (jab trims its own)
-
-
-def kept_cache() -> str:
-    """The suite's kept cache folder, its XLA programs written longest ago removed first
-    down to XLA_CACHE_BYTES (each version of jab's code compiles its programs anew)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jab-tests"
-    written = []
-    for f in (base / "jab" / "xla").glob("*"):
-        with contextlib.suppress(OSError):  # (another session removing it meanwhile)
-            written.append((f.stat().st_mtime, f.stat().st_size, f))
-    total = 0
-    for _, size, f in sorted(written, reverse=True):  # the newest first
-        total += size
-        if total > XLA_CACHE_BYTES:
-            with contextlib.suppress(OSError):
-                f.unlink()
-    return str(base)
-
-
 if os.environ.get("JAB_TEST_CACHE", "") in ("", "fresh"):  # the session's first process
     if os.environ.get("JAB_TEST_CACHE") == "fresh":
         os.environ["JAB_TEST_CACHE"] = tempfile.mkdtemp(prefix="jab-test-cache-")
