@@ -1,7 +1,8 @@
 """Process-wide JAX settings, applied before the first compilation; JAX imported on
 first use by modules that commands which never compute also read (`jab tasks`); Python's
-garbage collection held back while the `jab` process imports; and facts about a model
-that take tracing to find (its parameters' shapes), kept on disk."""
+garbage collection held back while the `jab` process imports; facts about a model that
+take tracing to find (its parameters' shapes) and compiled programs, kept on disk; and
+waiting for a computation in short sleeps, so that a signal is answered meanwhile."""
 
 from __future__ import annotations
 
