@@ -106,6 +106,11 @@ CASES = {
         "model.max_positions = 1024",
     ),
     "malformed lengths": (["eval", "--run", RUN, "--lengths", "5-x"], "--lengths takes a range"),
+    "a length of 0": (["eval", "--run", RUN, "--lengths", "0-3"], "lengths start at 1, got '0-3'"),
+    "resume to a step already passed": (
+        ["resume", RUN, "--steps", "100"],
+        "is already at step 300, and --steps 100 is not beyond it; pass a larger --steps",
+    ),
     "coupled positions on a task without an alignment": (
         ["train", "--task", "sort", "--set", "model.pos_encoding=coupled"],
         "tasks that do: copy, reverse, duplicate, shift, odds_first, addition",

@@ -95,7 +95,7 @@ def test_a_missing_logging_library_is_refused_before_training(tmp_path, monkeypa
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "jab: error: train.log_to=wandb needs no_such_module_jab, which is not installed: "
-        "pip install 'jab[wandb]'"
+        "pip install wandb"
     )
     assert not (tmp_path / "r").exists()
 

@@ -493,7 +493,7 @@ def test_ray_option_without_ray_installed_says_how_to_get_it(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "ray", None)  # as if never installed
     result = jab_here("study", "run", study, "--ray", "auto", cwd=tmp_path, check=False)
     assert result.returncode == 2
-    assert "--ray needs Ray: pip install 'jab[ray]'" in result.stderr
+    assert "--ray needs Ray: pip install ray" in result.stderr
 
 
 def test_grid_and_rows_make_cells_named_by_their_values(tmp_path):

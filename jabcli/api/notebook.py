@@ -141,7 +141,7 @@ def attention_html(attention: Any) -> str:
 
 def curves_svg(plot: list[Any] | plots.Plot) -> str | None:
     """Curves (inspection.Curve, or a plot of them) as an SVG picture drawn by matplotlib;
-    None without the extra jab[plots] (`missing_plots` then says how to get it)."""
+    None without the extra `plots` (`missing_plots` then says how to get it)."""
     plot = plot if isinstance(plot, plots.Plot) else plots.Plot(plot)
     return plots.picture(plot, "svg").decode() if plots.available() else None
 

@@ -1,5 +1,5 @@
 """Pictures for files and notebooks, drawn by matplotlib (the optional extra
-`pip install 'jab[plots]'`): learning curves, a study's exact match by length, a
+`plots`: `pip install matplotlib`): learning curves, a study's exact match by length, a
 comparison of runs by length. Vector SVG or PNG, proper axes, a marker at every step
 actually measured, a legend, and a group of seeds as its median with its min-max band.
 The terminal draws its own pictures (cli/pictures.py); these never need a terminal.
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from jabcli.api.formatting import metric_name, run_labels
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, install
 
 FORMATS = ("svg", "png")
-INSTALL = "pip install 'jab[plots]'"
+INSTALL = install("plots")
 
 
 class MissingExtra(JabError):
-    """An optional extra (pip install 'jab[plots]') is needed and not installed."""
+    """The optional extra `plots` (matplotlib) is needed and not installed."""
 
 
 @dataclass

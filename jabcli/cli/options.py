@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, install
 
 
 def complete_task(incomplete: str) -> list[str]:
@@ -82,8 +82,8 @@ PlotSaveOption = Annotated[
     typer.Option(
         "--save",
         metavar="FILE.svg|FILE.png|FILE.html",
-        help="Also write the plot to a file: .svg or .png drawn by matplotlib (pip install "
-        "'jab\\[plots]'), .html as the terminal draws it.",
+        help="Also write the plot to a file: .svg or .png drawn by matplotlib "
+        f"({install('plots')}), .html as the terminal draws it.",
     ),
 ]
 StepsOption = Annotated[
@@ -169,6 +169,6 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
     plotted = ".png" in suffixes and save.suffix.lower() in (".svg", ".png")  # matplotlib's
     if plotted and importlib.util.find_spec("matplotlib") is None:
         raise JabError(
-            f"--save {save} needs matplotlib: pip install 'jab[plots]' (or save .html, the "
+            f"--save {save} needs matplotlib: {install('plots')} (or save .html, the "
             "terminal's drawing)"
         )

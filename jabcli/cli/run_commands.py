@@ -26,7 +26,7 @@ from jabcli.cli.options import (
     chosen_run,
     configure_jax,
 )
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, install
 from jabcli.core.lengths import length_range
 
 
@@ -191,7 +191,7 @@ def compare(
             "--save",
             metavar="FILE.svg|FILE.png",
             help="Also write exact match by length, a line per run, as a plot drawn by "
-            "matplotlib (pip install 'jab\\[plots]').",
+            f"matplotlib ({install('plots')}).",
         ),
     ] = None,
     no_cache: NoCacheOption = False,
@@ -282,7 +282,7 @@ def export(
         typer.Option(
             "--tensorboard",
             help="Write each run's metrics.jsonl as TensorBoard event files in its folder, "
-            "replacing those written before (pip install 'jab\\[tensorboard]').",
+            f"replacing those written before ({install('tensorboard')}).",
         ),
     ] = False,
 ) -> None:

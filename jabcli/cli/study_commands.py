@@ -22,7 +22,7 @@ from jabcli.cli.options import (
     configure_jax,
     save_plot,
 )
-from jabcli.core.errors import JabError, suggest
+from jabcli.core.errors import JabError, install, suggest
 
 
 def study_run_command(
@@ -52,7 +52,7 @@ def study_run_command(
             metavar="ADDRESS|auto|local",
             help="Run each cell as a task on a Ray cluster: its address (host:port), auto "
             "(RAY_ADDRESS or the cluster on this machine) or local (start one here); "
-            "needs pip install 'jab\\[ray]'.",
+            f"needs {install('ray')}.",
         ),
     ] = None,
     cpus_per_cell: Annotated[

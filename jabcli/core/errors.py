@@ -16,6 +16,17 @@ class Note(UserWarning):
     a manifest rebuilt): a warning from Python, one line on stderr from the CLI."""
 
 
+# jab's optional extras (pyproject.toml) and the package each installs: a hint names the
+# package, which pip finds however jab was installed ('jab[plots]' only where jab itself
+# came from a package index, '.[plots]' only in its checkout).
+EXTRAS = {"plots": "matplotlib", "ray": "ray", "tensorboard": "tensorboardX", "wandb": "wandb"}
+
+
+def install(extra: str) -> str:
+    """What to type to get the optional extra `extra`: 'pip install matplotlib'."""
+    return f"pip install {EXTRAS[extra]}"
+
+
 def suggest(word: str, choices: Iterable[str]) -> str:
     """' (did you mean 'x'?)' for a close match, else ''."""
     close = difflib.get_close_matches(word, list(choices), n=1)

@@ -16,6 +16,8 @@ def length_range(text: object, what: str) -> tuple[int, int]:
     or starts below 1, is refused with one message naming `what` (the option or key)."""
     match = RANGE.fullmatch(str(text))
     low, high = (int(match[1]), int(match[2] or match[1])) if match else (0, 0)
+    if match and low == 0 and not isinstance(text, bool):
+        raise JabError(f"{what}: lengths start at 1, got {text!r}")
     if isinstance(text, bool) or not 1 <= low <= high:
         raise JabError(
             f"{what} takes a range like 1-64, shortest first (or one length like 17), got {text!r}"

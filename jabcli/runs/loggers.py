@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from jabcli.core.config import Config
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, install
 
+# The module each logger writes with, and the optional extra that installs it.
 EXTRAS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
 NOT_SCALARS = ("step", "elapsed_s")  # the x axis, and what the logger's clock already says
 ID_FILE = "wandb-id"  # in a run folder: the id of its W&B run, which a resume continues
@@ -65,7 +66,7 @@ def require(name: str, what: str) -> None:
     """Refuse `what` when the library logger `name` writes with is not installed."""
     module, extra = EXTRAS[name]
     if importlib.util.find_spec(module) is None:
-        raise JabError(f"{what} needs {module}, which is not installed: pip install 'jab[{extra}]'")
+        raise JabError(f"{what} needs {module}, which is not installed: {install(extra)}")
 
 
 class Logs:

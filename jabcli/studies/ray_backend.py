@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, install
 from jabcli.studies import studies
 from jabcli.studies.local import INTERRUPTED, died, last_line, launch, log_path
 from jabcli.studies.studies import Cell
@@ -37,7 +37,7 @@ class RayCells:
         try:
             import ray
         except ImportError:
-            raise JabError("--ray needs Ray: pip install 'jab[ray]'") from None
+            raise JabError(f"--ray needs Ray: {install('ray')}") from None
         if cpus <= 0 or gpus < 0:
             raise JabError(
                 f"--cpus-per-cell must be positive and --gpus-per-cell zero or more, "

@@ -194,10 +194,10 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
             for run, one in zip(seeds, arrays)
         ]
         if step >= cfg.train.steps:
-            raise JabError(
-                f"{path} already reached step {step} of {cfg.train.steps}; "
-                "pass a larger --steps to continue"
-            )
+            reached = f"{path} already reached step {step} of {cfg.train.steps}"
+            if steps is not None and step > steps:
+                reached = f"{path} is already at step {step}, and --steps {steps} is not beyond it"
+            raise JabError(f"{reached}; pass a larger --steps to continue")
         # Training stopped there with the target reached: a plain resume would only stop.
         if steps is None and all(run.at_target(step) for run in seeds):
             raise JabError(
