@@ -19,6 +19,8 @@ from jabrun import TINY, env, interrupt_after, jab, jab_here
 
 from jabcli.core.errors import JabError
 
+ROOT = Path(__file__).resolve().parent.parent
+
 # Long enough for a signal sent at its second to fifth log line (steps 50-125) to land
 # part-way, with a second or more to spare: a tiny model trains about 500 steps a second.
 LONG = [*TINY, "--steps", "600", "--set", "train.log_every=25"]
@@ -426,6 +428,40 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
     assert not (tmp_path / "run").exists()
 
 
+def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
+    """Eight layers take XLA tens of seconds to compile, in a fresh cache (sixteen took 77 s
+    at XLA's default options on the 2-core machine). The first Ctrl-C is answered while
+    it compiles and the second ends the process, each within seconds, not at its end."""
+    args = ["train", "--task", "copy", "--set", "model.num_layers=8", "--steps", "10"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", *args, "--out", "run"],
+        cwd=tmp_path,
+        env={**env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:  # JAX says when it starts compiling the training step
+        if "Compiling jit(train_chunk)" in line:
+            break
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    asked = time.monotonic()
+    said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
+    assert said and said.startswith("Stopping when the steps under way end"), said
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the second Ctrl-C did not end the process while it compiled")
+    assert time.monotonic() - asked < 15
+    assert proc.returncode == 130
+    assert "Finished XLA compilation of jit(train_chunk)" not in err  # it was cut short
+    assert err.strip().endswith("run folder run removed: it had no checkpoint yet")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_only_a_miss(
     trained, monkeypatch, tmp_path
 ):
@@ -514,13 +550,19 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
     """The first `jab train` of a config keeps its training and initialisation programs
     whole on disk; the next process that trains it traces and compiles neither, and its
     run is the same to the bit. A config that differs only where no program does (its
-    step count, its seed) compiles and stores nothing new."""
+    step count, its seed) compiles and stores nothing new, and neither does another
+    version of jab (its code changed where these programs do not)."""
 
-    def train(out: str, *more: str) -> str:
+    def train(out: str, *more: str, code: Path | None = None) -> str:
         result = subprocess.run(
             [sys.executable, "-m", "jabcli", "train", *TINY, "--steps", "60", *more, "--out", out],
             cwd=tmp_path,
-            env={**env(), "XDG_CACHE_HOME": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"},
+            env={
+                **env(),
+                "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "JAX_LOG_COMPILES": "1",
+                **({"PYTHONPATH": str(code)} if code else {}),
+            },
             capture_output=True,
             text=True,
             timeout=300,
@@ -539,6 +581,17 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
     for program in ("train_chunk", "init_state"):
         assert f"Finished XLA compilation of jit({program})" not in log
     assert set((tmp_path / "cache/jab/programs").glob("*.bin")) == stored
+    another = tmp_path / "another-jab"  # its code and presets, one of its files changed
+    for folder in ("jabcli", "tasks"):
+        shutil.copytree(ROOT / folder, another / folder)
+    with open(another / "jabcli" / "cli" / "cli.py", "a") as changed:
+        changed.write("\n# another version of jab\n")
+    names = set((tmp_path / "cache/jab/programs").glob("*.key"))
+    log = train("another", code=another)
+    for program in ("train_chunk", "init_state"):
+        assert f"Finished XLA compilation of jit({program})" not in log
+    assert set((tmp_path / "cache/jab/programs").glob("*.bin")) == stored
+    assert set((tmp_path / "cache/jab/programs").glob("*.key")) > names  # its own names
     first, second = (tmp_path / name / "metrics.jsonl" for name in ("first", "second"))
     losses = [
         [r.get("loss") for r in map(json.loads, m.read_text().splitlines())]

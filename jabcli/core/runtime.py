@@ -164,11 +164,12 @@ def stored_program(
     tasks (as `remembered`).
 
     A program is stored under a digest of what it computes (its lowered text, argument
-    and result trees, the arguments it reads, options, device and JAX's settings, jab's
-    code and the libraries' versions), and the
-    experiment's config and `name` (`kept_path`) under a small file naming it: a warm
-    start reads that name and loads the program without lowering anything, and a config
-    that differs only where the program does not (`--steps`, say) lowers it, finds it
+    and result trees, the arguments it reads, options, device and JAX's settings and the
+    libraries' versions), and the
+    experiment's config and `name` (`kept_path`, which adds jab's code) under a small
+    file naming it: a warm start reads that name and loads the program without lowering
+    anything, and a config that differs only where the program does not (`--steps`, say),
+    or another version of jab whose program lowers to the same text, lowers it, finds it
     stored and compiles nothing.
 
     jaxlib 0.10 on the CPU does not always give back a program that runs: one the
@@ -208,7 +209,7 @@ def stored_program(
     # keeps this set on a private attribute only.
     kept = getattr(lowered, "_lowering", None)
     whole.append(sorted(getattr(kept, "compile_args", {}).get("kept_var_idx", ())))
-    whole += [options, machine, source_digest(), versions()]
+    whole += [options, machine, versions()]  # (not jab's code: the text says what it computes)
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode())
     path = pointer.with_name(f"{digest.hexdigest()}.bin")
     try:
@@ -290,7 +291,43 @@ AS_DEFAULT = {"xla_cpu_enable_fast_math": False}
 
 
 def _compile(lower: Callable[[], Any], options: dict) -> Any:
-    return lower().compile(compiler_options=options or None)
+    """`lower().compile()`, the compilation waited for (`waited`); whether the
+    compilation cache answered it is this thread's to know (`_compiling`)."""
+    lowered, watching = lower(), getattr(_compiling, "on", False)
+
+    def compile_watched() -> tuple[Any, bool]:
+        _compiling.on, _compiling.hit = watching, False
+        try:
+            return lowered.compile(compiler_options=options or None), _compiling.hit
+        finally:
+            _compiling.on = False
+
+    compiled, _compiling.hit = waited(compile_watched)
+    return compiled
+
+
+def waited(work: Callable[[], Any]) -> Any:
+    """`work()` (an XLA compilation: seconds to tens of seconds for a large model) run in
+    a thread of its own while this one waits in short sleeps, calling what `polling` set
+    between them: no signal handler of this thread could run while it compiled, so a
+    Ctrl-C waited for the compilation to end. Its result, or its exception."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = work()
+        except BaseException as error:  # handed to the waiting thread
+            done["error"] = error
+
+    thread = threading.Thread(target=run, name="jab compiling", daemon=True)
+    thread.start()
+    meanwhile = _polled.get()
+    while thread.is_alive():
+        thread.join(0.01)
+        meanwhile()
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
 
 
 def uncached(lower: Callable[[], Any], options: dict) -> Any:
@@ -304,7 +341,8 @@ def uncached(lower: Callable[[], Any], options: dict) -> Any:
         jax.config.update("jax_enable_compilation_cache", False)
         compilation_cache.reset_cache()  # it decides once per process whether it is on
         try:
-            return lower().compile(compiler_options={**AS_DEFAULT, **options})
+            lowered = lower()
+            return waited(lambda: lowered.compile(compiler_options={**AS_DEFAULT, **options}))
         finally:
             jax.config.update("jax_enable_compilation_cache", True)
             compilation_cache.reset_cache()

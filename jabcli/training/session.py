@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jabcli.core import runtime
 from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError
 from jabcli.runs import runs
@@ -307,7 +308,8 @@ def _loop(
     from jabcli.training.training import Trainer
 
     tr = experiment.config.train
-    trainer = Trainer(experiment, states)
+    with runtime.polling(stop):  # a Ctrl-C while it compiles is answered at once
+        trainer = Trainer(experiment, states)
     saved_step = trainer.step if states is not None else -1  # a resumed step is saved
 
     def save(results: list[dict[str, Any]] | None = None) -> None:
