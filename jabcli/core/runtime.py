@@ -80,7 +80,9 @@ def configure(no_cache: bool = False) -> None:
 
 @functools.cache
 def source_digest() -> str:
-    """A digest of jab's own code: what another version traced is never reused."""
+    """A digest of jab's own code: what another version traced (a model's facts, the
+    name of a config's program) is never reused; a program, found by what it computes,
+    is."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent.parent  # jabcli/, every layer's folder in it
     for path in sorted(package.rglob("*.py")):
