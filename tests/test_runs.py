@@ -388,6 +388,20 @@ def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_p
         assert inspection.load(run).step == newest_step(run)
 
 
+def ctrl_c_twice(proc: subprocess.Popen) -> tuple[str, str]:
+    """Ctrl-C `proc`, then again once it said a line on stdout (or after 10 s): that line
+    ("" for none) and its stderr, once it ended (within 15 s, else the test fails)."""
+    proc.send_signal(signal.SIGINT)
+    said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the second Ctrl-C did not end the process while it computed")
+    return said or "", err
+
+
 def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_at_once(
     tmp_path,
 ):
@@ -411,15 +425,8 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
     # FLOPs); a moment later it is inside the long chunk, which runs for many seconds.
     assert proc.stdout.readline().startswith("Training copy"), proc.stderr.read()
     time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
-    proc.send_signal(signal.SIGINT)
-    try:
-        _out, err = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("the process did not stop while a computation was running")
-    assert said and said.startswith("Stopping when the steps under way end"), said
+    said, err = ctrl_c_twice(proc)
+    assert said.startswith("Stopping when the steps under way end"), said
     assert "Ctrl-C again stops at once" in said
     assert proc.returncode == 130
     assert (
@@ -445,16 +452,9 @@ def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
         if "Compiling jit(train_chunk)" in line:
             break
     time.sleep(1)
-    proc.send_signal(signal.SIGINT)
     asked = time.monotonic()
-    said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
-    assert said and said.startswith("Stopping when the steps under way end"), said
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("the second Ctrl-C did not end the process while it compiled")
+    said, err = ctrl_c_twice(proc)
+    assert said.startswith("Stopping when the steps under way end"), said
     assert time.monotonic() - asked < 15
     assert proc.returncode == 130
     assert "Finished XLA compilation of jit(train_chunk)" not in err  # it was cut short

@@ -308,30 +308,6 @@ def _compile(lower: Callable[[], Any], options: dict) -> Any:
     return compiled
 
 
-def waited(work: Callable[[], Any]) -> Any:
-    """`work()` (an XLA compilation: seconds to tens of seconds for a large model) run in
-    a thread of its own while this one waits in short sleeps, calling what `polling` set
-    between them: no signal handler of this thread could run while it compiled, so a
-    Ctrl-C waited for the compilation to end. Its result, or its exception."""
-    done: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            done["result"] = work()
-        except BaseException as error:  # handed to the waiting thread
-            done["error"] = error
-
-    thread = threading.Thread(target=run, name="jab compiling", daemon=True)
-    thread.start()
-    meanwhile = _polled.get()
-    while thread.is_alive():
-        thread.join(0.01)
-        meanwhile()
-    if "error" in done:
-        raise done["error"]
-    return done["result"]
-
-
 def uncached(lower: Callable[[], Any], options: dict) -> Any:
     """`lower().compile()` afresh: with the compilation cache off (for the whole process,
     a moment: another thread compiling meanwhile compiles without it too) and none of
@@ -355,9 +331,10 @@ _polled: ContextVar[Callable[[], Any]] = ContextVar("polled", default=lambda: No
 
 @contextlib.contextmanager
 def polling(meanwhile: Callable[[], Any]):
-    """Within it, `wait` calls `meanwhile()` between its sleeps: the training session's
-    stop request, which then says in this thread (not in its signal handler) that a
-    signal came, while a chunk runs, also a stored chunk's first, checked run."""
+    """Within it, `wait` and `waited` call `meanwhile()` between their sleeps: the
+    training session's stop request, which then says in this thread (not in its signal
+    handler) that a signal came, while a chunk runs (a stored chunk's first, checked run
+    too) or the model compiles."""
     token = _polled.set(meanwhile)
     try:
         yield
@@ -377,6 +354,30 @@ def wait(tree: Any) -> Any:
         time.sleep(0.002)
         meanwhile()
     return tree
+
+
+def waited(work: Callable[[], Any]) -> Any:
+    """`work()` (an XLA compilation: seconds to tens of seconds for a large model) run in
+    a thread of its own while this one waits in short sleeps, calling what `polling` set
+    between them: no signal handler of this thread could run while it compiled, so a
+    Ctrl-C waited for the compilation to end. Its result, or its exception."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = work()
+        except BaseException as error:  # handed to the waiting thread
+            done["error"] = error
+
+    thread = threading.Thread(target=run, name="jab compiling", daemon=True)
+    thread.start()
+    meanwhile = _polled.get()
+    while thread.is_alive():
+        thread.join(0.01)
+        meanwhile()
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
 
 
 class StoredProgram:
