@@ -13,10 +13,10 @@ RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
 def length_range(text: object, what: str) -> tuple[int, int]:
     """'1-64' -> (1, 64); '17' or 17 -> (17, 17); anything else, or a range that is empty
-    or starts below 1, is refused with one message naming `what` (the option or key)."""
+    or starts below 1, is refused with one line naming `what` (the option or key)."""
     match = RANGE.fullmatch(str(text))
     low, high = (int(match[1]), int(match[2] or match[1])) if match else (0, 0)
-    if match and low == 0 and not isinstance(text, bool):
+    if match and low == 0:
         raise JabError(f"{what}: lengths start at 1, got {text!r}")
     if isinstance(text, bool) or not 1 <= low <= high:
         raise JabError(

@@ -247,12 +247,17 @@ def _compiled(lower: Callable[[], Any], options: dict) -> Any:
     if not _listening:
         jax.monitoring.register_event_listener(_on_event)
         _listening = True
-    _compiling.on, _compiling.hit = True, False
-    try:
-        compiled = _compile(lower, options)
-    finally:
-        _compiling.on = False
-    return uncached(lower, options) if _compiling.hit else compiled
+    lowered = lower()
+
+    def compile_watched() -> tuple[Any, bool]:  # in `waited`'s thread, which it watches
+        _compiling.on, _compiling.hit = True, False
+        try:
+            return lowered.compile(compiler_options=options or None), _compiling.hit
+        finally:
+            _compiling.on = False
+
+    compiled, hit = waited(compile_watched)
+    return uncached(lower, options) if hit else compiled
 
 
 PROGRAMS_BYTES = 512 * 2**20  # what the stored programs may take on disk, at most
@@ -293,19 +298,9 @@ AS_DEFAULT = {"xla_cpu_enable_fast_math": False}
 
 
 def _compile(lower: Callable[[], Any], options: dict) -> Any:
-    """`lower().compile()`, the compilation waited for (`waited`); whether the
-    compilation cache answered it is this thread's to know (`_compiling`)."""
-    lowered, watching = lower(), getattr(_compiling, "on", False)
-
-    def compile_watched() -> tuple[Any, bool]:
-        _compiling.on, _compiling.hit = watching, False
-        try:
-            return lowered.compile(compiler_options=options or None), _compiling.hit
-        finally:
-            _compiling.on = False
-
-    compiled, _compiling.hit = waited(compile_watched)
-    return compiled
+    """`lower().compile()`, the compilation waited for (`waited`)."""
+    lowered = lower()
+    return waited(lambda: lowered.compile(compiler_options=options or None))
 
 
 def uncached(lower: Callable[[], Any], options: dict) -> Any:
