@@ -553,6 +553,24 @@ def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
     assert "…" not in result.stdout and "token" in result.stdout
 
 
+def test_a_run_stopped_before_its_first_step_leaves_no_empty_live_table(tmp_path, monkeypatch):
+    import signal
+
+    from jabcli.cli import live
+
+    begin = live.TrainView.begin
+
+    def begin_then_ctrl_c(view, *args, **kwargs):
+        begin(view, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while it compiles
+
+    monkeypatch.setattr(live.TrainView, "begin", begin_then_ctrl_c)
+    result = jab_here("train", *TINY, "--steps", "50", "--out", "run", cwd=tmp_path, check=False)
+    assert result.returncode == 130, result.stderr
+    assert "Interrupted at step 0" in result.stdout
+    assert "learning rate" not in result.stdout  # the live table of dashes
+
+
 def test_a_plot_jab_draws_leaves_a_notebooks_matplotlib_backend_as_it_was(trained):
     import matplotlib
 

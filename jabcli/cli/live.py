@@ -80,11 +80,14 @@ class TrainView(Observer):
 
     def end(self) -> None:
         if self.live is not None:
+            # Stopped before a first step (while compiling, say): its frame of dashes
+            # would say nothing, so it goes.
+            self.live.transient = not self.metrics
             self.live.update(self.render())
             self.live.__exit__(None, None, None)
             self.live = None
-            if not console.is_terminal:  # Live ends a terminal's last line, not a file's
-                console.line()
+            if self.metrics and not console.is_terminal:  # Live ends a terminal's last
+                console.line()  # line, not a file's
 
     def render(self) -> Group:
         m, ev = self.metrics, self.eval
