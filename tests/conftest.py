@@ -48,10 +48,11 @@ if os.environ.get("JAB_TEST_CACHE", "") in ("", "fresh"):  # the session's first
 os.environ["XDG_CACHE_HOME"] = os.environ["JAB_TEST_CACHE"]
 # The suite starts some sixty Python processes that import jab (commands, study workers,
 # a notebook's kernel). Where the environment says PYTHONDONTWRITEBYTECODE (this CI's
-# machine does), each compiled jab's source afresh, 0.3 s a start; their bytecode is
-# kept in the suite's cache instead, never beside the code.
-if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(os.environ["JAB_TEST_CACHE"], "pycache")
+# machine does), each compiled jab's source afresh, 0.3 s a start: they write its
+# bytecode as Python does by default (in __pycache__ folders, which git ignores). (Not
+# in a PYTHONPYCACHEPREFIX folder: there a fresh virtual environment's libraries would
+# be compiled again too, pip having written theirs beside them.)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # The suite compiles thousands of tiny programs and runs each for milliseconds: XLA's
 # backend optimizations and its newer fusion emitters cost it more than they save (they
 # halve the compile time of a tiny model's training chunk, 3.4 s to 1.7 s). What the tests
