@@ -562,6 +562,8 @@ def test_a_run_stopped_before_its_first_step_leaves_no_empty_live_table(tmp_path
 
     def begin_then_ctrl_c(view, *args, **kwargs):
         begin(view, *args, **kwargs)
+        # (Training's own handler takes it, not pytest's, which would end the session.)
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
         os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while it compiles
 
     monkeypatch.setattr(live.TrainView, "begin", begin_then_ctrl_c)
