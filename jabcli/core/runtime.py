@@ -314,8 +314,7 @@ def uncached(lower: Callable[[], Any], options: dict) -> Any:
         jax.config.update("jax_enable_compilation_cache", False)
         compilation_cache.reset_cache()  # it decides once per process whether it is on
         try:
-            lowered = lower()
-            return waited(lambda: lowered.compile(compiler_options={**AS_DEFAULT, **options}))
+            return _compile(lower, {**AS_DEFAULT, **options})
         finally:
             jax.config.update("jax_enable_compilation_cache", True)
             compilation_cache.reset_cache()
