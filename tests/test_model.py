@@ -3,6 +3,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jabcli.core.config import ModelConfig
@@ -219,7 +220,14 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
         final_lr_fraction=final,
     )
     counts = jnp.arange(steps + 2, dtype=jnp.int32)
-    expected = jax.jit(jax.vmap(training.learning_rate_schedule(tr)))(counts)
+    optax_schedule = optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=learning_rate,
+        warmup_steps=min(warmup, steps),
+        decay_steps=max(steps, warmup + 1),
+        end_value=learning_rate * final,
+    )
+    expected = jax.jit(jax.vmap(optax_schedule))(counts)
 
     def rates(schedule, counts):
         return jax.vmap(lambda count: training.learning_rate(schedule, warmup > 0, count))(counts)

@@ -204,21 +204,6 @@ def test_an_interrupted_study_resumes_to_the_same_results(smoke, tmp_path):
     assert again == results(cwd / "runs/smoke", ONE_CELL)
 
 
-@pytest.mark.filterwarnings("ignore:os.fork")  # Ray forks its processes and execs at once
-def test_the_same_study_on_a_ray_cluster_gives_the_same_results(smoke, tmp_path):
-    ray = pytest.importorskip("ray")
-    cwd, _ = smoke
-    # "local": a cluster of the test's own, whatever RAY_ADDRESS or a stale cluster file says
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        address = ray.get_runtime_context().gcs_address
-        study = one_cell(tmp_path)
-        jab("study", "run", study, "--ray", address, "--out", "runs/ray", cwd=tmp_path)
-    finally:
-        ray.shutdown()
-    assert results(tmp_path / "runs/ray", ONE_CELL) == results(cwd / "runs/smoke", ONE_CELL)
-
-
 def ray_processes(tmp: Path) -> list[int]:
     """The processes a jab started with TMPDIR=`tmp` left running (Ray's among them)."""
     left = []
@@ -248,11 +233,16 @@ def private_tmp():
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-@pytest.mark.filterwarnings("ignore:os.fork")
-def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_process(
-    tmp_path, private_tmp, monkeypatch
+@pytest.mark.filterwarnings("ignore:os.fork")  # Ray forks its processes and execs at once
+def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_it_does_here(
+    smoke, tmp_path, private_tmp, monkeypatch
 ):
-    pytest.importorskip("ray")
+    """SIGTERM to a study on a cluster of its own (`--ray local`), Ctrl-C to one on a
+    cluster it joins (`--ray ADDRESS`): each keeps its cell's training and leaves no Ray
+    process of its own; and a study run on that cluster gives the results it gives on
+    this machine. (One test, so that the suite starts two Ray clusters, not three: a
+    cluster's start is most of each part's time.)"""
+    ray = pytest.importorskip("ray")
     # So slow a learner that it never reaches its target and ends: only a signal stops it.
     never_done = TINY_BASE.replace("steps: 60", "steps: 100000").replace(
         "train.batch_size: 16", "train.batch_size: 16\n    train.learning_rate: 1.0e-7"
@@ -260,7 +250,6 @@ def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_pr
     study = write(tmp_path / "long.yaml", never_done + "rows: [{name: long}]\n")
     monkeypatch.setenv("TMPDIR", str(private_tmp))  # where Ray and its tasks keep their files
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # --ray local starts its own all the same
-    args = ["study", "run", study, "--ray", "local", "--out", "runs/r"]
 
     def saved_past(step: int):  # a task's cell, in its temporary folder, saved past `step`
         def ready() -> bool:
@@ -270,22 +259,34 @@ def test_sigterm_and_ctrl_c_on_a_ray_study_keep_its_training_and_leave_no_ray_pr
         return ready
 
     checkpoints = tmp_path / "runs/r/long/checkpoints"
-    code, out, err = interrupt_when(args, tmp_path, saved_past(0), signal.SIGTERM)
+    args = ["study", "run", study, "--out", "runs/r", "--ray"]
+    code, out, err = interrupt_when([*args, "local"], tmp_path, saved_past(0), signal.SIGTERM)
     assert code == 143, err
     assert "Interrupted: 0 of 1 cells measured" in out and "Resume with:" in out
     assert "SIGTERM: stopping each running cell when its steps under way end" in out
-    first = max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz"))
-    code, out, err = interrupt_when(args, tmp_path, saved_past(first), signal.SIGINT)
-    assert code == 130, err
-    assert "Stopping each running cell when its steps under way end" in out
-    assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
-    log = (tmp_path / "runs/r/logs/long.log").read_text()
-    assert f"Resuming runs/r/long from step {first}" in log  # the study's folder, not a task's
     assert "Token authentication" not in err
     deadline = time.time() + 20
     while ray_processes(private_tmp) and time.time() < deadline:
         time.sleep(0.5)
-    assert ray_processes(private_tmp) == []
+    assert ray_processes(private_tmp) == []  # its cluster ended with it
+    first = max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz"))
+
+    monkeypatch.delenv("RAY_ADDRESS")
+    # "local": a cluster of the test's own, whatever a stale cluster file says
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        address = ray.get_runtime_context().gcs_address
+        code, out, err = interrupt_when([*args, address], tmp_path, saved_past(first))
+        assert code == 130, err
+        assert "Stopping each running cell when its steps under way end" in out
+        assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
+        log = (tmp_path / "runs/r/logs/long.log").read_text()
+        assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
+        jab("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
+            cwd=tmp_path)  # fmt: skip
+    finally:
+        ray.shutdown()
+    assert results(tmp_path / "runs/ray", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
 
 
 def test_ray_auto_with_only_a_stale_cluster_file_fails_at_once(tmp_path, private_tmp, monkeypatch):

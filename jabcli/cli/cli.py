@@ -11,6 +11,7 @@ JAX is imported inside the commands that need it, so `jab --help` starts instant
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import warnings
@@ -86,11 +87,19 @@ study_app.command("run", cls=Command)(study_commands.study_run_command)
 study_app.command("show", cls=Command)(study_commands.study_show_command)
 
 
+@functools.cache
+def click_command() -> typer.core.TyperGroup:
+    """The Click command Typer builds from `app`, once a process: building it reads every
+    command's signature (20 ms), which a process that runs many commands, as the tests
+    do, would otherwise pay at each."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     sys.stdout = QuietStdout(sys.stdout)  # print() too, before Click turns EPIPE into exit 1
-    cli = typer.main.get_command(app)
+    cli = click_command()
     quiet_broken_pipes()  # Typer's help console too
     try:
         with notes_on_stderr():

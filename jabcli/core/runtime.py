@@ -393,7 +393,7 @@ class StoredProgram:
         import jax
 
         given = [
-            jax.tree_util.tree_map(lambda x: x.copy(), a) if i in self.donated else a
+            jax.device_put(a, may_alias=False) if i in self.donated else a  # (copies)
             for i, a in enumerate(args)
         ]
         try:

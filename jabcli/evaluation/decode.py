@@ -91,7 +91,12 @@ def _cut(out: jax.Array, limits: jax.Array | None) -> jax.Array:
 
 def row_keys(key: jax.Array, rows) -> jax.Array:
     """[B] keys, one per row number in `rows`: what each row's positions are drawn from."""
-    return jax.vmap(lambda row: jax.random.fold_in(key, row))(jnp.asarray(rows, jnp.uint32))
+    return _row_keys(key, np.asarray(rows, np.uint32))
+
+
+@jax.jit
+def _row_keys(key: jax.Array, rows: jax.Array) -> jax.Array:  # one program, not several
+    return jax.vmap(lambda row: jax.random.fold_in(key, row))(rows)
 
 
 @partial(jax.jit, static_argnames=("experiment", "max_out"))

@@ -98,18 +98,6 @@ def learning_rate(schedule: Schedule, warms: bool, count: jax.Array) -> jax.Arra
     return jnp.where(count < start, rising if warms else 0.0, falling)
 
 
-def learning_rate_schedule(tr: TrainConfig) -> optax.Schedule:
-    """The schedule `learning_rate` computes, as optax computes it on the host: the
-    learning rate a run's metrics record."""
-    return optax.warmup_cosine_decay_schedule(
-        init_value=0.0,
-        peak_value=tr.learning_rate,
-        warmup_steps=min(tr.warmup_steps, tr.steps),
-        decay_steps=max(tr.steps, tr.warmup_steps + 1),
-        end_value=tr.learning_rate * tr.final_lr_fraction,
-    )
-
-
 def make_optimizer(tr: TrainConfig, schedule: Schedule) -> optax.GradientTransformation:
     """AdamW with linear warmup then cosine decay, after global-norm clipping."""
     return optax.chain(
@@ -137,6 +125,13 @@ def without_schedule(experiment: Experiment) -> Experiment:
 
 def step_key(rng: jax.Array, stream: int, step) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(rng, stream), step)
+
+
+# What the Python loop computes outside the training program, each one program: op by
+# op, every operation would be a program of its own to lower and look up at each start
+# (a tenth of a second or more of a small run's start).
+eval_key = jax.jit(functools.partial(step_key, stream=EVAL_STREAM))
+applied_rate = jax.jit(learning_rate, static_argnums=1)  # the learning rate a step applied
 
 
 def cross_entropy(
@@ -364,6 +359,7 @@ def check(experiment: Experiment) -> tuple[int, str]:
     return state_bytes, sizes
 
 
+@jax.jit
 def seed_state(state: TrainingState, i: int) -> TrainingState:
     """Seed `i`'s state out of a state with a leading seeds axis."""
     return jax.tree_util.tree_map(lambda x: x[i], state)
@@ -506,7 +502,7 @@ class Trainer:
             experiment, tr.eval_samples, "train.eval_samples", longest="task.max_len"
         )
         if states is None:
-            seeds = jnp.asarray(tr.group, dtype=jnp.uint32)
+            seeds = np.asarray(tr.group, dtype=np.uint32)
             state = compiled_init(experiment, tr.seeds)(seeds if self.grouped else seeds[0])
         else:
             state = stack(states) if self.grouped else states[0]
@@ -531,14 +527,14 @@ class Trainer:
         """Train to train.steps, or until every seed reached train.target_seq_acc (a seed
         that reached it keeps training with the others), or until `should_stop()`."""
         tr = self.experiment.config.train
-        schedule = learning_rate_schedule(tr)
+        schedule, warms = Schedule.of(tr), tr.warmup_steps > 0
         start, start_step = time.perf_counter(), self.step
         step, last_eval = start_step, []
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
             with runtime.polling(should_stop):  # a stored chunk's first run waits so too
-                chunk = self.chunk(self.state, jnp.asarray(n, jnp.int32))
+                chunk = self.chunk(self.state, np.int32(n))
                 self.state, metrics = runtime.wait(chunk)
             metrics = {k: np.reshape(v, -1) for k, v in jax.device_get(metrics).items()}
             step = step_before + n
@@ -553,7 +549,7 @@ class Trainer:
                 {
                     "step": step,
                     **{k: float(v[i]) for k, v in metrics.items()},
-                    "lr": float(schedule(step - 1)),  # the last one applied
+                    "lr": float(applied_rate(schedule, warms, step - 1)),  # the last one
                     "steps_per_sec": n / seconds,
                     "elapsed_s": time.perf_counter() - start,
                 }
@@ -567,7 +563,7 @@ class Trainer:
                     result = evaluate(
                         self.experiment,
                         state.params,
-                        step_key(state.rng, EVAL_STREAM, step),
+                        eval_key(state.rng, step=step),
                         held_out,
                     )
                     record["eval_token_acc"] = result["token_acc"]
