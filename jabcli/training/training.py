@@ -424,6 +424,7 @@ class Programs(NamedTuple):
     state_sharding: NamedSharding
     parameters: int  # one seed's
     flops: float | None  # one seed's, per step
+    chunk_bytes: int  # what the chunk needs at its peak (`memory.program_bytes`)
 
 
 def compiled(experiment: Experiment) -> Programs:
@@ -476,7 +477,7 @@ def compiled_of(experiment: Experiment) -> Programs:
         per_pass = functools.partial(flops_per_pass, experiment)
         per_pass = runtime.remembered(experiment, "FLOP per pass", per_pass)
         flops = flops + (loops - 1) * per_pass if per_pass else None
-    return Programs(program, state_sharding, parameters, flops)
+    return Programs(program, state_sharding, parameters, flops, memory.program_bytes(program))
 
 
 class Trainer:
@@ -494,7 +495,7 @@ class Trainer:
         self.chunk = lambda state, steps: programs.chunk(state, steps, schedule)
         self.flops, self.parameters = programs.flops, programs.parameters
         memory.check(
-            memory.program_bytes(programs.chunk) + state_bytes,
+            programs.chunk_bytes + state_bytes,
             "a training step",
             f"train.batch_size, task.max_len or {sizes}",
         )
