@@ -282,8 +282,9 @@ def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_i
         assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
         log = (tmp_path / "runs/r/logs/long.log").read_text()
         assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
-        jab("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
-            cwd=tmp_path)  # fmt: skip
+        # The driver in this process, Ray's driver already: it uses that connection.
+        jab_here("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
+                 cwd=tmp_path)  # fmt: skip
     finally:
         ray.shutdown()
     assert results(tmp_path / "runs/ray", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
