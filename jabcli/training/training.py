@@ -131,7 +131,7 @@ def step_key(rng: jax.Array, stream: int, step) -> jax.Array:
 # op, every operation would be a program of its own to lower and look up at each start
 # (a tenth of a second or more of a small run's start).
 eval_key = jax.jit(functools.partial(step_key, stream=EVAL_STREAM))
-applied_rate = jax.jit(learning_rate, static_argnums=1)  # the learning rate a step applied
+applied_rate = jax.jit(learning_rate, static_argnums=1)
 
 
 def cross_entropy(
@@ -550,7 +550,8 @@ class Trainer:
                 {
                     "step": step,
                     **{k: float(v[i]) for k, v in metrics.items()},
-                    "lr": float(applied_rate(schedule, warms, step - 1)),  # the last one
+                    # the learning rate the chunk's last step applied
+                    "lr": float(applied_rate(schedule, warms, step - 1)),
                     "steps_per_sec": n / seconds,
                     "elapsed_s": time.perf_counter() - start,
                 }
