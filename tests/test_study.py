@@ -237,11 +237,11 @@ def private_tmp():
 def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_it_does_here(
     smoke, tmp_path, private_tmp, monkeypatch
 ):
-    """SIGTERM to a study on a cluster of its own (`--ray local`), Ctrl-C to one on a
-    cluster it joins (`--ray ADDRESS`): each keeps its cell's training and leaves no Ray
-    process of its own; and a study run on that cluster gives the results it gives on
-    this machine. (One test, so that the suite starts two Ray clusters, not three: a
-    cluster's start is most of each part's time.)"""
+    """SIGTERM to a study on a cluster of its own (`--ray local`): it keeps its cell's
+    training and leaves no Ray process behind. Ctrl-C to it resumed on a cluster it
+    joins (`--ray ADDRESS`): it keeps the training done since. And a study run to its
+    end on that cluster gives the results it gives on this machine. (One test, so that
+    the suite starts two Ray clusters, not three.)"""
     ray = pytest.importorskip("ray")
     # So slow a learner that it never reaches its target and ends: only a signal stops it.
     never_done = TINY_BASE.replace("steps: 60", "steps: 100000").replace(
@@ -282,9 +282,8 @@ def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_i
         assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
         log = (tmp_path / "runs/r/logs/long.log").read_text()
         assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
-        # The driver in this process, Ray's driver already: it uses that connection.
-        jab_here("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
-                 cwd=tmp_path)  # fmt: skip
+        jab("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
+            cwd=tmp_path)  # fmt: skip
     finally:
         ray.shutdown()
     assert results(tmp_path / "runs/ray", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
