@@ -491,8 +491,8 @@ class Trainer:
         self.seeds = tr.group
         self.grouped = tr.seeds > 1
         programs = compiled(experiment)
-        schedule = jax.device_put(Schedule.of(tr))
-        self.chunk = lambda state, steps: programs.chunk(state, steps, schedule)
+        self.schedule = jax.device_put(Schedule.of(tr))
+        self.chunk = lambda state, steps: programs.chunk(state, steps, self.schedule)
         self.flops, self.parameters = programs.flops, programs.parameters
         memory.check(
             programs.chunk_bytes + state_bytes,
@@ -528,7 +528,7 @@ class Trainer:
         """Train to train.steps, or until every seed reached train.target_seq_acc (a seed
         that reached it keeps training with the others), or until `should_stop()`."""
         tr = self.experiment.config.train
-        schedule, warms = Schedule.of(tr), tr.warmup_steps > 0
+        warms = tr.warmup_steps > 0
         start, start_step = time.perf_counter(), self.step
         step, last_eval = start_step, []
         while step < tr.steps and not should_stop():
@@ -551,7 +551,7 @@ class Trainer:
                     "step": step,
                     **{k: float(v[i]) for k, v in metrics.items()},
                     # the learning rate the chunk's last step applied
-                    "lr": float(applied_rate(schedule, warms, step - 1)),
+                    "lr": float(applied_rate(self.schedule, warms, step - 1)),
                     "steps_per_sec": n / seconds,
                     "elapsed_s": time.perf_counter() - start,
                 }
