@@ -327,6 +327,26 @@ def test_a_mistake_ends_the_jab_process_with_exit_code_2_and_one_line(case, work
     assert expected in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["train", "--task", "revers"], ["eval", "--run", "runs/nothere"], ["compare", RUN, "rnus/x"]],
+)
+def test_a_mistyped_task_or_run_is_answered_before_jax_is_imported(args, workdir):
+    """At once: in a fifth of the second that importing JAX takes."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "jabcli", *args],
+        cwd=workdir,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    imported = [line.split("|")[-1].strip() for line in result.stderr.splitlines()]
+    said = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == 2 and len(said) == 1 and said[0].startswith("jab: error: ")
+    assert "jabcli.cli.cli" in imported and "jax" not in imported
+
+
 def test_predict_with_nothing_on_stdin_says_so(workdir):
     result = subprocess.run(
         [sys.executable, "-m", "jabcli", "predict", "--run", RUN, "-"],

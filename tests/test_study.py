@@ -237,32 +237,32 @@ def private_tmp():
 def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_it_does_here(
     smoke, tmp_path, private_tmp, monkeypatch
 ):
-    """SIGTERM to a study on a cluster of its own (`--ray local`): it keeps its cell's
+    """SIGTERM to a study on a cluster of its own (`--ray local`): it keeps its cells'
     training and leaves no Ray process behind. Ctrl-C to it resumed on a cluster it
-    joins (`--ray ADDRESS`): it keeps the training done since. And a study run to its
-    end on that cluster gives the results it gives on this machine. (One test, so that
-    the suite starts two Ray clusters, not three.)"""
+    joins (`--ray ADDRESS`): it keeps the training done since. And a cell stopped and
+    resumed so on Ray ends with the results it gives run straight on this machine. (One
+    test and one study, so that the suite starts two Ray clusters, not three.)"""
     ray = pytest.importorskip("ray")
-    # So slow a learner that it never reaches its target and ends: only a signal stops it.
-    never_done = TINY_BASE.replace("steps: 60", "steps: 100000").replace(
-        "train.batch_size: 16", "train.batch_size: 16\n    train.learning_rate: 1.0e-7"
-    )
-    study = write(tmp_path / "long.yaml", never_done + "rows: [{name: long}]\n")
+    # The smoke study's first cell, and one so slow a learner that it never reaches its
+    # target and ends: only a signal stops it.
+    study = write(tmp_path / "long.yaml", one_cell(tmp_path).read_text() + (
+        "rows: [{name: long, task: copy, steps: 100000, set: {train.learning_rate: 1.0e-7}}]\n"
+    ))  # fmt: skip
     monkeypatch.setenv("TMPDIR", str(private_tmp))  # where Ray and its tasks keep their files
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # --ray local starts its own all the same
 
     def saved_past(step: int):  # a task's cell, in its temporary folder, saved past `step`
         def ready() -> bool:
-            found = private_tmp.glob("jab-cell-*/long/checkpoints/step-*.npz")
+            found = private_tmp.glob("jab-cell-*/long/seed-0/checkpoints/step-*.npz")
             return any(int(p.stem.split("-")[1]) > step for p in found)
 
         return ready
 
-    checkpoints = tmp_path / "runs/r/long/checkpoints"
+    checkpoints = tmp_path / "runs/r/long/seed-0/checkpoints"
     args = ["study", "run", study, "--out", "runs/r", "--ray"]
     code, out, err = interrupt_when([*args, "local"], tmp_path, saved_past(0), signal.SIGTERM)
     assert code == 143, err
-    assert "Interrupted: 0 of 1 cells measured" in out and "Resume with:" in out
+    assert re.search(r"Interrupted: [01] of 2 cells measured", out) and "Resume with:" in out
     assert "SIGTERM: stopping each running cell when its steps under way end" in out
     assert "Token authentication" not in err
     deadline = time.time() + 20
@@ -271,22 +271,26 @@ def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_i
     assert ray_processes(private_tmp) == []  # its cluster ended with it
     first = max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz"))
 
+    def copy_measured_and_long_saved_past_first() -> bool:
+        measured = (tmp_path / "runs/r" / ONE_CELL[0] / "evaluation.json").exists()
+        return measured and saved_past(first)()
+
     monkeypatch.delenv("RAY_ADDRESS")
     # "local": a cluster of the test's own, whatever a stale cluster file says
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         address = ray.get_runtime_context().gcs_address
-        code, out, err = interrupt_when([*args, address], tmp_path, saved_past(first))
-        assert code == 130, err
-        assert "Stopping each running cell when its steps under way end" in out
-        assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
-        log = (tmp_path / "runs/r/logs/long.log").read_text()
-        assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
-        jab("study", "run", one_cell(tmp_path), "--ray", address, "--out", "runs/ray",
-            cwd=tmp_path)  # fmt: skip
+        code, out, err = interrupt_when(
+            [*args, address], tmp_path, copy_measured_and_long_saved_past_first
+        )
     finally:
         ray.shutdown()
-    assert results(tmp_path / "runs/ray", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
+    assert code == 130, err
+    assert "Stopping each running cell when its steps under way end" in out
+    assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
+    log = (tmp_path / "runs/r/logs/long.log").read_text()
+    assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
+    assert results(tmp_path / "runs/r", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
 
 
 def test_ray_auto_with_only_a_stale_cluster_file_fails_at_once(tmp_path, private_tmp, monkeypatch):

@@ -24,6 +24,18 @@ def complete_task(incomplete: str) -> list[str]:
     return [name for name in [*TASKS, "file:"] if name.startswith(incomplete)]
 
 
+def known_task(value: str | None) -> str | None:
+    """--task, when it can only name a built-in task, checked while the command line is
+    read (the registry imports no JAX): a mistyped name is answered at once. A YAML file
+    or file:PATH is read with the rest of the config."""
+    from jabcli.core.config import names_built_in
+    from jabcli.tasks.registry import task_class
+
+    if value is not None and names_built_in(value):
+        task_class(value)
+    return value
+
+
 def complete_run(incomplete: str) -> list[str]:
     """Shell completion of a run: the runs and groups of seeds under runs/ (and a group's
     seeds), as typed from the current folder."""
@@ -45,6 +57,18 @@ def run_folders(value):
     return value
 
 
+def runs_given(value):
+    """Runs named on the command line, checked to be runs (runs.open_runs: a missing
+    folder, a study, a damaged run) while the command line is read: a mistyped run is
+    answered at once, not after JAX is imported."""
+    from jabcli.runs.runs import open_runs
+
+    for path in run_folders(value) if isinstance(value, list) else [run_folders(value)]:
+        if path is not None:
+            open_runs(path)
+    return value
+
+
 SEED_MAX = 2**32 - 1
 STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
@@ -55,7 +79,7 @@ def run_option(help: str):
     return Annotated[
         Path | None,
         typer.Option(
-            "--run", metavar="DIR", callback=run_folders, autocompletion=complete_run, help=help
+            "--run", metavar="DIR", callback=runs_given, autocompletion=complete_run, help=help
         ),
     ]
 
@@ -114,13 +138,12 @@ LengthsOption = Annotated[
 ]
 
 
-def RunsArgument(help: str):
-    """RUN... arguments: run folders or groups of seeds, completed by the shell."""
+def RunsArgument(help: str, callback=runs_given):
+    """RUN... arguments: run folders or groups of seeds (`callback` checks them), completed
+    by the shell."""
     return Annotated[
         list[Path],
-        typer.Argument(
-            metavar="RUN...", callback=run_folders, autocompletion=complete_run, help=help
-        ),
+        typer.Argument(metavar="RUN...", callback=callback, autocompletion=complete_run, help=help),
     ]
 
 

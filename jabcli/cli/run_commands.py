@@ -25,6 +25,7 @@ from jabcli.cli.options import (
     check_save,
     chosen_run,
     configure_jax,
+    run_folders,
 )
 from jabcli.core.errors import JabError, install
 from jabcli.core.lengths import length_range
@@ -276,7 +277,9 @@ def stdin_lines() -> list[tuple[int, str]]:
 
 
 def export(
-    folders: RunsArgument("Runs, groups of seeds or studies whose metrics to export."),
+    folders: RunsArgument(
+        "Runs, groups of seeds or studies whose metrics to export.", callback=run_folders
+    ),
     tensorboard: Annotated[
         bool,
         typer.Option(

@@ -19,7 +19,9 @@ from jabcli.cli.options import (
     complete_run,
     complete_task,
     configure_jax,
+    known_task,
     run_folders,
+    runs_given,
 )
 from jabcli.core.errors import JabError
 
@@ -30,6 +32,7 @@ def train(
         typer.Option(
             "--task",
             metavar="NAME|FILE.yaml|file:PATH",
+            callback=known_task,
             autocompletion=complete_task,
             help="A built-in task name (see jab tasks), a task YAML file, or file:PATH, "
             "a file of input/output pairs (.tsv or .jsonl).",
@@ -113,7 +116,7 @@ def resume_command(
         Path | None,
         typer.Argument(
             metavar="RUN",
-            callback=run_folders,
+            callback=runs_given,
             autocompletion=complete_run,
             help="Run folder or group of seeds (default: the newest under runs/).",
         ),

@@ -126,6 +126,22 @@ def data_path(task_name: str) -> str | None:
     return task_name[len(FILE_PREFIX) :] if task_name.startswith(FILE_PREFIX) else None
 
 
+DATA_SUFFIXES = (".tsv", ".jsonl")  # a data file's, named as file:PATH
+
+
+def is_yaml(task: str) -> bool:
+    """Whether --task names a task YAML file rather than a built-in task or a data file
+    (file:data/pairs.tsv holds a / too)."""
+    return data_path(task) is None and (task.endswith((".yaml", ".yml")) or "/" in task)
+
+
+def names_built_in(task: str) -> bool:
+    """Whether --task can only be a built-in task's name: not file:PATH, nor a data file
+    named without it, nor a YAML file."""
+    data_file = data_path(task) is not None or task.lower().endswith(DATA_SUFFIXES)
+    return not data_file and not is_yaml(task)
+
+
 def at_target(seq_acc: float | None, target: float) -> bool:
     """The one rule for "target reached": a held-out exact match at or above
     train.target_seq_acc (training stops once every seed's is)."""

@@ -19,7 +19,15 @@ from typing import Any
 import jax
 
 from jabcli.core import config as configuration
-from jabcli.core.config import FILE_PREFIX, Config, ModelConfig, TaskConfig, data_path
+from jabcli.core.config import (
+    DATA_SUFFIXES,
+    FILE_PREFIX,
+    Config,
+    ModelConfig,
+    TaskConfig,
+    data_path,
+    is_yaml,
+)
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
@@ -31,8 +39,6 @@ from jabcli.tasks.contract import Task
 from jabcli.tasks.datafile import DataFile, FileTask
 from jabcli.tasks.hinted import Hinted
 from jabcli.tasks.registry import TASKS, task_class
-
-DATA_SUFFIXES = (".tsv", ".jsonl")
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,12 +313,6 @@ def file_options(path: Path) -> list[tuple[str, str]]:
             if configuration.coerce(f"task.{key}", value, type(default)) != default:
                 found.append((f"task.{key}", str(path)))
     return found
-
-
-def is_yaml(task: str) -> bool:
-    """Whether --task names a task YAML file rather than a built-in task or a data file
-    (file:data/pairs.tsv holds a / too)."""
-    return data_path(task) is None and (task.endswith((".yaml", ".yml")) or "/" in task)
 
 
 def names_task(path: Path) -> bool:
