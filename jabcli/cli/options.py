@@ -63,7 +63,8 @@ def runs_given(value):
     answered at once, not after JAX is imported."""
     from jabcli.runs.runs import open_runs
 
-    for path in run_folders(value) if isinstance(value, list) else [run_folders(value)]:
+    run_folders(value)
+    for path in value if isinstance(value, list) else [value]:
         if path is not None:
             open_runs(path)
     return value
