@@ -6,22 +6,7 @@ From Python (see jabcli/api/api.py): `import jabcli as jab`, then `jab.train(...
 
 __version__ = "0.1.0"
 
-API = (  # the public API, in one place: jabcli.api.api's __all__ too
-    "train",
-    "load",
-    "compare",
-    "curves",
-    "study",
-    "load_study",
-    "StudyResults",
-    "Run",
-    "Result",
-    "Comparison",
-    "Predictions",
-    "Curves",
-    "Attention",
-    "JabError",
-)
+from jabcli.api.names import API  # the one list, which jabcli.api.api exports too
 
 
 def __getattr__(name: str):

@@ -45,6 +45,18 @@ TINY = [
 TINY_SETS = [TINY[i + 1] for i, arg in enumerate(TINY) if arg == "--set"]
 
 
+def overrides(sets: list[str]) -> dict:
+    """KEY=VALUE settings as the API's `overrides`, each value of its key's type (YAML
+    reads 0123 as a number; an alphabet is text)."""
+    import yaml
+
+    pairs = (setting.split("=", 1) for setting in sets)
+    return {key: raw if key == "task.alphabet" else yaml.safe_load(raw) for key, raw in pairs}
+
+
+TINY_OVERRIDES = overrides(TINY_SETS)
+
+
 def env() -> dict:
     values = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1"}
     values.pop("JAB_DEBUG", None)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jabrun import TINY_SETS, env
+from jabrun import TINY_OVERRIDES, env
 from jabrun import jab_here as cli
 
 import jabcli as jab
@@ -69,7 +69,7 @@ def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again
     from jabcli.model.experiment import resolve
     from jabcli.training import training
 
-    sets = dict(setting.split("=", 1) for setting in TINY_SETS)  # programs compiled already
+    sets = TINY_OVERRIDES  # programs compiled already
     run = jab.train("copy", steps=50, seed=0, overrides=sets, out=tmp_path / "api")
     assert run.path == tmp_path / "api" and run.metrics()[-1]["step"] == 50
     assert json.loads(cli("eval", "--run", "api", "--json", cwd=tmp_path).stdout)["step"] == 50
@@ -106,8 +106,21 @@ def test_api_arguments_are_checked_as_the_command_line_checks_them(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_api_errors_name_the_calls_arguments_not_the_command_lines_options(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    for call, message in [
+        (lambda: jab.train("copy", out=tmp_path / "full"), "choose another out"),
+        (lambda: jab.train("copy", overrides={"model.d_model": 0.5}), "in overrides"),
+        (lambda: jab.train("copy", overrides={"task.modulus": 3}), "overrides"),
+    ]:
+        with pytest.raises(jab.JabError, match=re.escape(message)) as raised:
+            call()
+        assert "--" not in str(raised.value), raised.value
+
+
 def test_ctrl_c_in_the_api_saves_the_run_and_raises_instead_of_returning(tmp_path):
-    tiny = dict(setting.split("=", 1) for setting in TINY_SETS)
+    tiny = TINY_OVERRIDES
     script = (
         "import jabcli as jab\n"
         f"jab.train('copy', steps=100000, overrides={tiny!r}, out='r')\n"
@@ -181,6 +194,22 @@ WRONG_TYPES = {
         "steps must be a whole number of at least 1, got '10'",
     ),
     "an int as the out folder": (lambda run: jab.train("copy", out=1), "out takes a path"),
+    "a number as text in overrides": (
+        lambda run: jab.train("copy", overrides={"model.d_model": "32"}),
+        "config key 'model.d_model' must be int, got str '32' in overrides",
+    ),
+    "a word for a flag": (
+        lambda run: run.evaluate(force_length="yes"),
+        "force_length takes True or False, got 'yes'",
+    ),
+    "a word for which checkpoint": (
+        lambda run: run.evaluate(checkpoint="newest"),
+        "checkpoint takes 'best', 'latest' or a step number, got 'newest'",
+    ),
+    "a number for a flag": (
+        lambda run: run.predict("0123", skip_bad=1),
+        "skip_bad takes True or False, got 1",
+    ),
 }
 
 
@@ -245,7 +274,7 @@ def test_every_name_of_the_public_api_is_there_from_import_jabcli_and_from_star(
 
 
 def test_the_api_in_a_plain_script_prints_nothing(trained, tmp_path):
-    tiny = dict(setting.split("=", 1) for setting in TINY_SETS)
+    tiny = TINY_OVERRIDES
     script = (
         "import jabcli as jab\n"
         f"run = jab.train('copy', steps=20, seed=0, overrides={tiny!r}, out='r')\n"

@@ -191,6 +191,14 @@ CASES = {
         "(did you mean 'tensorboard'?)",
     ),
     "export without a format": (["export", RUN], "jab export RUN... --tensorboard"),
+    "a task's name where train takes a run to resume": (
+        ["train", "reverse"],
+        "unexpected argument 'reverse'; did you mean --task reverse?",
+    ),
+    "a task beside a config that names another": (
+        ["train", "--config", f"{RUN}/config.yaml", "--task", "reverse"],
+        f"--task reverse and --config {RUN}/config.yaml (task copy) name different tasks",
+    ),
     "output folder not writable": (
         ["train", "--task", "copy", "--out", "afile/run"],
         "could not create run folder",

@@ -493,6 +493,48 @@ def test_no_runs_is_an_empty_list_not_an_error(tmp_path):
     assert json.loads(jab_here("runs", "--json", cwd=tmp_path).stdout) == []
 
 
+def test_jab_runs_lists_a_run_given_itself_studies_by_name_and_a_run_without_its_config(
+    trained, tmp_path
+):
+    shown = jab_here("runs", trained / "runs/tiny", cwd=tmp_path).stdout
+    assert "tiny" in shown and "No runs" not in shown  # the run given is listed
+    (tmp_path / "only/astudy").mkdir(parents=True)
+    (tmp_path / "only/astudy/study.json").write_text("{}")
+    shown = jab_here("runs", "only", cwd=tmp_path).stdout
+    assert "No runs but studies under only/: only/astudy" in " ".join(shown.split())
+    shutil.copytree(trained / "runs/tiny", tmp_path / "lost")
+    (tmp_path / "lost/config.yaml").unlink()
+    (row,) = json.loads(jab_here("runs", ".", "--json", cwd=tmp_path).stdout)
+    assert row["run"] == "lost" and row["state"] == "damaged: lost/config.yaml is missing"
+
+
+def test_curves_of_every_folder_skip_a_study_and_name_each_of_many_runs(trained, tmp_path):
+    for n in range(13):
+        shutil.copytree(trained / "runs/tiny", tmp_path / f"runs/r{n:02}")
+    (tmp_path / "runs/astudy").mkdir()
+    (tmp_path / "runs/astudy/study.json").write_text("{}")
+    folders = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "runs").iterdir())
+    shown = jab_here("curves", *folders, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "jab: note: runs/astudy is a study: skipped" in shown.stderr
+    assert all(f"runs/r{n:02}" in shown.stdout for n in range(13))  # in the legend
+
+
+def test_a_run_is_named_by_argument_or_by_run_option_alike(trained, tmp_path):
+    run = trained / "runs/tiny"
+    by_argument = jab_here("eval", run, "--samples", "20", "--json", cwd=tmp_path).stdout
+    by_option = jab_here("eval", "--run", run, "--samples", "20", "--json", cwd=tmp_path).stdout
+    assert json.loads(by_argument) == json.loads(by_option)
+    drawn = jab_here("curves", "--run", run, "--run", run, cwd=tmp_path)
+    assert drawn.returncode == 0 and drawn.stdout.count("tiny") >= 2
+    shutil.copytree(run, tmp_path / "other")
+    both = jab_here("eval", run, "--run", "other", cwd=tmp_path, check=False)
+    assert both.returncode == 2 and "name the run once" in both.stderr
+    folder = jab_here("predict", run, "0123", cwd=tmp_path, check=False)
+    assert folder.returncode == 2
+    assert f"is a folder, not an input; name a run with --run {run}" in folder.stderr
+
+
 def test_curves_without_colour_tell_runs_apart_by_their_markers(trained, tmp_path):
     shutil.copytree(trained / "runs/tiny", tmp_path / "other")
     shown = jab_here("curves", trained / "runs/tiny", "other", cwd=tmp_path).stdout  # NO_COLOR=1

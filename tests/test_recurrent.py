@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jabrun import jab_here
+from jabrun import jab_here, overrides
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
@@ -220,7 +220,7 @@ def test_a_tape_rnn_run_stopped_and_resumed_ends_bit_equal_to_one_trained_straig
     from jabcli.api import api
     from jabcli.training import session
 
-    sets = dict(value.split("=") for value in SMALL)
+    sets = overrides(SMALL)
     sets |= {"model.arch": "tape_rnn", "train.log_every": 10, "train.eval_every": 20}
     api.train("reverse", steps=60, overrides=sets, out=tmp_path / "whole")
     with pytest.raises(KeyboardInterrupt, match="interrupted at step 30"):
@@ -273,6 +273,12 @@ def test_options_a_recurrent_form_cannot_use_are_refused_in_one_line(sets, messa
     with pytest.raises(JabError, match=re.escape(message)) as refused:
         resolve("copy", sets=sets)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("arch", ["lstm", "stack_rnn", "tape_rnn"])
+def test_a_recurrent_form_ignores_the_transformers_number_of_heads(arch):
+    experiment = resolve("copy", sets=[f"model.arch={arch}", "model.num_heads=3"])
+    assert experiment.config.model.d_model % 3  # heads that would not divide a Transformer's
 
 
 def test_a_recurrent_run_records_that_it_reads_no_positions_and_takes_its_memory_size():

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jabcli import API
+from jabcli.api.names import API
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
 from jabcli.core.lengths import length_range as parse_range
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from jabcli.studies.study_run import StudyObserver
     from jabcli.training.session import Observer
 
-__all__ = list(API)  # the one list, in jabcli/__init__.py, which hands them on lazily
+__all__ = list(API)  # the one list, which jabcli/__init__.py hands on lazily
 
 
 def paths_of(runs_given: Any, what: str) -> list[Path]:
@@ -101,11 +101,18 @@ def length_range(value: Any) -> tuple[int | None, int | None]:
     raise JabError(f"lengths takes (shortest, longest), '1-32' or one length, got {value!r}")
 
 
+def yes_or_no(value: Any, what: str) -> bool:
+    """A flag given as True or False (not "yes", which Python would read as true)."""
+    if type(value) is not bool:
+        raise JabError(f"{what} takes True or False, got {value!r}")
+    return value
+
+
 def checkpoint_name(value: Any) -> str:
     """`jab eval --checkpoint`: best, latest or a step (an int here too)."""
     if type(value) is int and value >= 0:
         return str(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and (value in ("best", "latest") or value.isdigit()):
         return value
     raise JabError(f"checkpoint takes 'best', 'latest' or a step number, got {value!r}")
 
@@ -142,11 +149,10 @@ def train(
             whole(value, name, least)
     out = path_of(out, "out")
     runtime.configure()
-    sets = [f"{key}={value}" for key, value in (overrides or {}).items()]
-    experiment = resolve(str(task), None, sets, steps, seed, seeds)
+    experiment = resolve(str(task), None, None, steps, seed, seeds, overrides, "overrides")
     if view is None:
         view = notebook.NotebookView() if notebook.in_notebook() else session.Observer()
-    outcome = session.start(experiment, out, view)
+    outcome = session.start(experiment, out, view, out_name="out")
     if outcome.interrupted_by is not None:  # a script must not carry on as if trained
         raise KeyboardInterrupt(
             f"training interrupted at step {outcome.step}; checkpoint saved in "
@@ -195,6 +201,8 @@ class Run:
             samples = SAMPLES_PER_LENGTH if each_length else SAMPLES
         whole(samples, "samples", 1)
         whole(seed, "seed", 0)
+        yes_or_no(each_length, "each_length")
+        yes_or_no(force_length, "force_length")
         low, high = length_range(lengths) if lengths is not None else (None, None)
         path, loaded = inspection.load_runs(self.path, checkpoint_name(checkpoint))
         held_out = HeldOut(samples, low, high, each_length=each_length, force_length=force_length)
@@ -210,6 +218,7 @@ class Run:
         from jabcli.core import runtime
 
         texts = input_texts(texts)
+        yes_or_no(skip_bad, "skip_bad")
         runtime.configure()
         loaded = inspection.load(self.path, checkpoint_name(checkpoint))
         skipped = inspection.input_errors(loaded, texts) if skip_bad else {}

@@ -70,6 +70,33 @@ def runs_given(value):
     return value
 
 
+def runs_not_studies(value):
+    """Runs named on the command line, a study among them left out with a note (`jab
+    curves runs/*` picks up the studies in runs/ too), the rest checked as `runs_given`."""
+    from jabcli.runs.runs import STUDY_FILE
+
+    runs = []
+    for path in value or []:
+        if (path / STUDY_FILE).is_file():
+            print(
+                f"jab: note: {path} is a study: skipped (name its cells: {path}/*)",
+                file=sys.stderr,
+            )
+        else:
+            runs.append(path)
+    if value and not runs:
+        raise JabError(f"no runs to draw: {value[0]} is a study; name its cells: {value[0]}/*")
+    return runs_given(runs)
+
+
+def one_run(option: Path | None, argument: Path | None) -> Path | None:
+    """The run named by --run or, as other commands take it, by its RUN argument: either,
+    not both."""
+    if option is not None and argument is not None and option != argument:
+        raise JabError(f"name the run once: --run {option} or {argument}, not both")
+    return option if option is not None else argument
+
+
 SEED_MAX = 2**32 - 1
 STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
@@ -139,13 +166,57 @@ LengthsOption = Annotated[
 ]
 
 
+def run_argument(help: str):
+    """[RUN]: the run a command that also takes --run may take as its argument, as `jab
+    resume RUN` and `jab compare RUN...` do."""
+    return Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="RUN",
+            callback=runs_given,
+            autocompletion=complete_run,
+            help=f"{help} (the same as --run)",
+            show_default=False,
+        ),
+    ]
+
+
 def RunsArgument(help: str, callback=runs_given):
     """RUN... arguments: run folders or groups of seeds (`callback` checks them), completed
-    by the shell."""
+    by the shell; or given as --run (`RunsOption`, `all_runs`), as other commands take one."""
     return Annotated[
-        list[Path],
-        typer.Argument(metavar="RUN...", callback=callback, autocompletion=complete_run, help=help),
+        list[Path] | None,
+        typer.Argument(
+            metavar="RUN...",
+            callback=callback,
+            autocompletion=complete_run,
+            help=help,
+            show_default=False,
+        ),
     ]
+
+
+def RunsOption(callback=runs_given):
+    """--run DIR, repeatable: the RUN... arguments given as eval and predict take a run."""
+    return Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--run",
+            metavar="DIR",
+            callback=callback,
+            autocompletion=complete_run,
+            help="A run, as RUN... (repeatable).",
+            show_default=False,
+        ),
+    ]
+
+
+def all_runs(arguments: list[Path] | None, options: list[Path] | None, what: str) -> list[Path]:
+    """The runs of RUN... and of --run together; at least one."""
+    runs = [*(arguments or []), *(options or [])]
+    if not runs:
+        raise JabError(f"name {what}: RUN... or --run DIR")
+    return runs
 
 
 def configure_jax(no_cache: bool) -> None:

@@ -17,9 +17,14 @@ from jabcli.cli.options import (
     PlotSaveOption,
     RunOption,
     RunsArgument,
+    RunsOption,
+    all_runs,
     check_save,
     chosen_run,
     configure_jax,
+    one_run,
+    run_argument,
+    runs_not_studies,
     save_plot,
 )
 from jabcli.core.errors import JabError
@@ -34,6 +39,7 @@ class Kind(str, enum.Enum):
 
 
 def show_attention(
+    named: run_argument("Run folder") = None,
     run: RunOption = None,
     input_text: Annotated[
         str | None,
@@ -81,7 +87,7 @@ def show_attention(
 
     check_save(save, (".svg", ".html"))
     configure_jax(no_cache)
-    one = chosen_run(run)
+    one = chosen_run(one_run(run, named))
     attention = one.attention(input_text, kind and kind.value, layer, checkpoint)
     heads = len(attention.weights)
     if head not in (None, "mean") and not (
@@ -99,7 +105,11 @@ def show_attention(
 
 
 def curves(
-    runs: RunsArgument("Runs or groups of seeds to draw, overlaid."),
+    runs: RunsArgument(
+        "Runs or groups of seeds to draw, overlaid (a study among them is skipped).",
+        callback=runs_not_studies,
+    ) = None,
+    runs_as_options: RunsOption(callback=runs_not_studies) = None,
     metric: Annotated[
         str,
         typer.Option(
@@ -117,6 +127,7 @@ def curves(
     from jabcli.cli.display import say
     from jabcli.cli.pictures import CurvesView, show_picture
 
+    runs = all_runs(runs, runs_as_options, "the runs to draw")
     check_save(save, PLOT_FILES)
     view = CurvesView(Plot(api.curves(runs, metric)))
     show_picture(view)

@@ -164,12 +164,17 @@ class CurvesView:
         yield Text(self.title, style="bold")
         colours = not console.no_color and console.color_system is not None
         yield Text.from_ansi(self.draw(options.max_width, colours))
-        if options.max_width < self.legend_below:
+        if not self.legend_inside(options.max_width):
             key = Text()
             for curve, color, marker in zip(self.curves, *self.looks(colours)):
                 key.append(("━━" if colours else marker * 2) + f" {curve.name}", style=color)
                 key.append("  ")
             yield key
+
+    def legend_inside(self, width: int) -> bool:
+        """Whether the legend fits inside the plot: wide enough not to cover it, and a
+        line for each curve (plotext leaves out a legend taller than the plot)."""
+        return width >= self.legend_below and len(self.curves) <= self.height - 6
 
     def looks(self, colours: bool) -> tuple[list[str], list[str]]:
         """Each curve's colour, and its marker: without colours, a character of its own."""
@@ -195,7 +200,7 @@ class CurvesView:
             for band in (curve.low, curve.high):
                 if band is not None:
                     plt.plot(curve.steps, [scale * v for v in band], color=color, marker="dot")
-        legend = width >= self.legend_below  # else under the plot (__rich_console__)
+        legend = self.legend_inside(width)  # else under the plot (__rich_console__)
         for curve, color, marker in zip(self.curves, colors, markers):
             values = [scale * v for v in curve.values]
             label = curve.name if legend else None

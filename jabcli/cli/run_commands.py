@@ -6,6 +6,7 @@ inspection, listing) and prints tables or JSON through tables.py.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -21,10 +22,14 @@ from jabcli.cli.options import (
     NoCacheOption,
     RunOption,
     RunsArgument,
+    RunsOption,
     SeedOption,
+    all_runs,
     check_save,
     chosen_run,
     configure_jax,
+    one_run,
+    run_argument,
     run_folders,
 )
 from jabcli.core.errors import JabError, install
@@ -79,24 +84,32 @@ def runs_command(
     """List the runs (and groups of seeds) under DIR, newest first, and how each ended."""
     from jabcli.cli.display import console, say
     from jabcli.cli.tables import runs_table
-    from jabcli.inspection.listing import listing
+    from jabcli.inspection.listing import listing, studies_in
     from jabcli.runs.runs import RUNS_DIR
 
     if root.exists() and not root.is_dir():
         raise JabError(f"{root} is a file, not a folder of runs")
     if not root.exists() and root != RUNS_DIR:  # runs/ is there once a run is trained
         raise JabError(f"{root} does not exist: no folder of runs there")
-    rows = listing(root)
+    rows, studies = listing(root), studies_in(root)
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    if not rows:  # an empty list, as --json prints it: not an error
+    if rows:
+        console.print(runs_table(rows))
+    elif not studies:  # an empty list, as --json prints it: not an error
         say(f"No runs under {root}/; train one with: jab train --task reverse")
-        return
-    console.print(runs_table(rows))
+    if studies:
+        names = ", ".join(str(path) for path in studies)
+        say(
+            f"{'Studies' if rows else 'No runs but studies'} under {root}/: {names} "
+            f"(jab runs {studies[0]} lists a study's cells, jab study show {studies[0]} "
+            "its results)"
+        )
 
 
 def eval_command(
+    named: run_argument("Run folder or group of seeds") = None,
     run: GroupRunOption = None,
     samples: Annotated[
         int | None,
@@ -140,7 +153,7 @@ def eval_command(
     if each_length:
         min_len, max_len = length_range(lengths, "--lengths")
     configure_jax(no_cache)
-    one = chosen_run(run)
+    one = chosen_run(one_run(run, named))
     passes = len(open_runs(one.path)[1]) * (2 if force_length else 1)
     with decoding(passes):
         result = one.evaluate(
@@ -169,7 +182,8 @@ def with_mistakes(result: dict) -> dict:
 
 
 def compare(
-    runs: RunsArgument("Two or more run folders (a group of seeds counts as one)."),
+    runs: RunsArgument("Two or more run folders (a group of seeds counts as one).") = None,
+    runs_as_options: RunsOption() = None,
     lengths: Annotated[
         str | None,
         typer.Option(
@@ -203,6 +217,7 @@ def compare(
     from jabcli.cli.tables import comparison
     from jabcli.runs.runs import open_runs
 
+    runs = all_runs(runs, runs_as_options, "two or more runs")
     check_save(save, (".svg", ".png"))
     bounds = length_range(lengths, "--lengths") if lengths is not None else None
     tasks = [open_runs(path)[1][0].load_config()[0].task for path in runs]
@@ -246,6 +261,9 @@ def predict(
     from jabcli.cli.display import console
     from jabcli.cli.tables import predictions
 
+    folder = next((t for t in texts if t != "-" and os.path.isdir(t)), None)
+    if folder is not None and run is None:  # jab predict RUN 123: the run is --run's
+        raise JabError(f"{folder} is a folder, not an input; name a run with --run {folder}")
     lines = [(f"line {n}: ", line) for n, line in stdin_lines()] if "-" in texts else []
     given = [each for text in texts for each in (lines if text == "-" else [("", text)])]
     if not given:  # (where an input came from, for its error; the input)
@@ -279,7 +297,8 @@ def stdin_lines() -> list[tuple[int, str]]:
 def export(
     folders: RunsArgument(
         "Runs, groups of seeds or studies whose metrics to export.", callback=run_folders
-    ),
+    ) = None,
+    folders_as_options: RunsOption(callback=run_folders) = None,
     tensorboard: Annotated[
         bool,
         typer.Option(
@@ -295,6 +314,7 @@ def export(
     from jabcli.runs import loggers
     from jabcli.runs.runs import open_runs, study_runs
 
+    folders = all_runs(folders, folders_as_options, "the runs to export")
     if not tensorboard:
         raise JabError("say what to export to: jab export RUN... --tensorboard")
     exported = []  # every run's records, before any is written

@@ -100,7 +100,7 @@ def train(
         resume_command(run, steps, no_cache)
         return
     if run is not None:
-        raise JabError(f"unexpected argument {str(run)!r}; did you mean --resume {run}?")
+        raise JabError(f"unexpected argument {str(run)!r}; did you mean {meant(run)}?")
     from jabcli.cli.live import TrainView
     from jabcli.training import session
 
@@ -109,6 +109,16 @@ def train(
 
     experiment = resolve(task, config_file, sets, steps, seed, seeds)
     finish(lambda: session.start(experiment, out, TrainView()))
+
+
+def meant(word: Path) -> str:
+    """What `jab train WORD` most likely meant: a task's name (a newcomer's `jab train
+    reverse`), else a run to continue."""
+    from jabcli.tasks.registry import TASKS
+
+    if str(word) in TASKS and not word.exists():
+        return f"--task {word}"
+    return f"--resume {word}"
 
 
 def resume_command(
@@ -131,12 +141,25 @@ def resume_command(
             help="Train up to this step (saved in the run).",
         ),
     ] = None,
+    run_as_option: Annotated[
+        Path | None,
+        typer.Option(
+            "--run",
+            metavar="DIR",
+            callback=runs_given,
+            autocompletion=complete_run,
+            help="The run, as RUN.",
+            show_default=False,
+        ),
+    ] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Continue a run from its newest valid checkpoint, with its saved config."""
     from jabcli.cli.live import TrainView
+    from jabcli.cli.options import one_run
     from jabcli.training import session
 
+    run = one_run(run_as_option, run)
     configure_jax(no_cache)
     finish(lambda: session.resume(run, steps, TrainView()))
 

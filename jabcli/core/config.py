@@ -343,10 +343,6 @@ def validate(config: Config) -> None:
         )
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
-    if m.d_model % m.num_heads:
-        raise JabError(
-            f"model.d_model ({m.d_model}) must be divisible by model.num_heads ({m.num_heads})"
-        )
     if not 0.0 <= m.dropout < 1.0:
         raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")
     if not 0.0 <= tr.final_lr_fraction <= 1.0:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import jax
 import numpy as np
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core import memory
 from jabcli.core.errors import JabError

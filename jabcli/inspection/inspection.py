@@ -8,9 +8,10 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any
 
 import numpy as np
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.errors import JabError, Note, suggest
 from jabcli.core.spread import Spread

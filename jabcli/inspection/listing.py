@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from jabcli.core.errors import JabError
-from jabcli.runs.runs import RUNS_DIR, Mismatch, Run, runs_in
+from jabcli.runs.runs import GROUP_FILE, RUNS_DIR, STUDY_FILE, Mismatch, Run, runs_in
 from jabcli.training import checkpoints
 
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
@@ -114,25 +114,54 @@ def training_seconds(records: list[dict[str, Any]]) -> float:
     return total + last
 
 
+# What a run folder holds besides its config: a folder with one of them and no config.yaml
+# is a run whose config was lost, not a stranger's folder.
+RUN_FILES = ("metrics.jsonl", "checkpoints", ".lock")
+
+
 def listing(root: Path = RUNS_DIR) -> list[RunRow]:
     """One summary per run, and per group of seeds (its seeds folded into one row, see
-    `fold`), under `root`, newest first; a folder that is neither is skipped, as is a run
-    whose files cannot be read."""
+    `fold`), under `root` (or `root` itself, when it is a run or a group), newest first; a
+    run whose files cannot be read is a damaged row saying why; a folder that is neither
+    a run nor a group (a study, someone else's) is skipped."""
+    if (root.is_dir() and (root / "config.yaml").is_file()) or seed_group(root):
+        return [row(root)]
     rows = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         path = root / path.name  # as the user typed the root
-        if not path.is_dir():
-            continue
-        try:
-            found = runs_in(path)
-            summaries = [summary(run) for run in found]
-        except JabError as err:  # shown, not hidden: the user should know it is there
-            rows.append(damaged(path, str(err)))
-            continue
-        if summaries:
-            grouped = found[0].path != path  # seed-N folders inside it
-            rows.append(fold(str(path), summaries) if grouped else summaries[0])
+        if path.is_dir() and (
+            (path / "config.yaml").is_file()
+            or seed_group(path)
+            or any((path / name).exists() for name in RUN_FILES)
+        ):
+            rows.append(row(path))
     return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
+
+
+def seed_group(path: Path) -> bool:
+    """Whether `path` is a group of seeds (its group.json, read or not)."""
+    return (path / GROUP_FILE).is_file()
+
+
+def row(path: Path) -> RunRow:
+    """The row of the run or group of seeds at `path`; a damaged row if it cannot be read."""
+    try:
+        found = runs_in(path)
+        if not found:
+            raise JabError(f"{path}/config.yaml is missing")
+        summaries = [summary(run) for run in found]
+    except JabError as err:  # shown, not hidden: the user should know it is there
+        return damaged(path, str(err))
+    grouped = found[0].path != path  # seed-N folders inside it
+    return fold(str(path), summaries) if grouped else summaries[0]
+
+
+def studies_in(root: Path) -> list[Path]:
+    """The study folders right under `root`, which `jab runs` lists no rows of (`jab runs
+    STUDY` lists a study's cells)."""
+    if not root.is_dir():
+        return []
+    return [root / p.name for p in sorted(root.iterdir()) if (p / STUDY_FILE).is_file()]
 
 
 def damaged(path: Path, reason: str) -> RunRow:

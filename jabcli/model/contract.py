@@ -69,6 +69,8 @@ class Form:
     # model): its "decoder" attention's queries and keys are the input's tokens, then
     # the answer's, as `jab show-attention` labels them.
     prefixed: ClassVar[bool] = False
+    # Whether the form attends with model.num_heads heads (a recurrent form ignores it).
+    heads: ClassVar[bool] = True
     # Whether the form has a memory of cells (model.memory_size, model.memory_cell_size).
     memory: ClassVar[bool] = False
     # Whether the form can add a learned vector to the answer's tokens
@@ -84,6 +86,10 @@ class Form:
     def check(self, m: ModelConfig) -> None:
         """Refuse, in one line, a model option the form has no use for: the memory's, for
         a form without one, and the answer's vector, for a form that does not mark it."""
+        if self.heads and m.d_model % m.num_heads:
+            raise JabError(
+                f"model.d_model ({m.d_model}) must be divisible by model.num_heads ({m.num_heads})"
+            )
         if m.answer_embedding and not self.marks_answer:
             raise JabError(
                 "model.answer_embedding marks the answer's tokens where they continue the "

@@ -244,6 +244,12 @@ def resolve(
                 config, {**found, "task": {"name": task, **found.get("task", {})}}, f"preset {task}"
             )
     if config_file is not None:
+        other = other_task(config_file, task)
+        if other is not None:  # the file would silently win over the command line
+            raise JabError(
+                f"--task {task} and --config {config_file} (task {other}) name different "
+                "tasks: give one of them"
+            )
         data = apply_file(config, config_file) or data
     if task is None and config_file is None:
         raise JabError(f"name a task with --task (one of: {', '.join(TASKS)}) or a --config file")
@@ -266,7 +272,8 @@ def resolve(
         given.append((key, source))
     for key, value in (("steps", steps), ("seed", seed), ("seeds", seeds)):
         if value is not None:  # checked as a config key: the API may pass 1.5
-            configuration.set_key(config, f"train.{key}", value, f"--{key}")
+            named = f"--{key}" if source == "--set" else key  # as the caller names it
+            configuration.set_key(config, f"train.{key}", value, named)
     configuration.validate(config)
     check_own_options(config.task.name, given)
     experiment = Experiment.create(config, None, data)
@@ -319,6 +326,24 @@ def names_task(path: Path) -> bool:
     """Whether a YAML config file sets task.name."""
     task = configuration.read_yaml(path).get("task")
     return isinstance(task, dict) and task.get("name") is not None
+
+
+def other_task(path: Path, task: str | None) -> str | None:
+    """The task the YAML file `path` names, where the command line's `task` names
+    another (a saved run's config.yaml names the run's task); else None."""
+    named = configuration.read_yaml(path).get("task")
+    named = named.get("name") if isinstance(named, dict) else None
+    if task is None or named is None:
+        return None
+    if is_yaml(task):
+        mine = configuration.read_yaml(Path(task)).get("task")
+        task = mine.get("name") if isinstance(mine, dict) else None
+        if task is None:
+            return None
+    if data_path(task) is not None and data_path(str(named)) is not None:
+        here = (path.parent / data_path(str(named))).resolve()
+        return None if Path(data_path(task)).resolve() == here else str(named)
+    return None if str(named) == task else str(named)
 
 
 def apply_data_file(config: Config, name: str) -> DataFile:

@@ -244,6 +244,7 @@ class Recurrent(Form):
 
     one_pass = True
     positional = False
+    heads = False
     memory_cells: ClassVar[int] = 0  # the paper's memory_size, for a form with a memory
 
     def make_core(

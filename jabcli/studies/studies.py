@@ -19,7 +19,9 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core import config as configuration
 from jabcli.core.errors import JabError

@@ -31,7 +31,9 @@ import json
 import re
 import zipfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core import runtime
 from jabcli.core.errors import JabError

@@ -155,12 +155,20 @@ class StopRequest:
         return self.signum is not None
 
 
-def start(experiment: Experiment, out: Path | None, observer: Observer | None = None) -> Outcome:
-    """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/)."""
+def start(
+    experiment: Experiment,
+    out: Path | None,
+    observer: Observer | None = None,
+    out_name: str = "--out",
+) -> Outcome:
+    """Train a new run (or group of seeds) into `out` (default: a fresh folder under runs/);
+    errors name it `out_name`, as the caller does."""
     if out is not None and out.exists() and not out.is_dir():
-        raise JabError(f"{out} is a file; choose another --out (a new or empty folder)")
+        raise JabError(f"{out} is a file; choose another {out_name} (a new or empty folder)")
     if out is not None and out.exists() and any(out.iterdir()):
-        raise JabError(f"{out} already exists and is not an empty folder; choose another --out")
+        raise JabError(
+            f"{out} already exists and is not an empty folder; choose another {out_name}"
+        )
     from jabcli.training.training import check
 
     check(experiment)
@@ -345,8 +353,7 @@ def _loop(
             else "no checkpoint had been saved yet"
         )
         raise JabError(
-            f"{err}; stopped, {kept}. Try a smaller train.learning_rate "
-            "(for example --set train.learning_rate=3e-4)"
+            f"{err}; stopped, {kept}. Try a smaller train.learning_rate (for example 3e-4)"
         ) from None
     finally:
         logs.close()

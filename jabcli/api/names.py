@@ -1,0 +1,20 @@
+"""The public API's names, in one place: `jabcli` hands them on lazily and
+`jabcli.api.api` exports them (`__all__`). A module of its own, so that neither of the
+two imports the other."""
+
+API = (
+    "train",
+    "load",
+    "compare",
+    "curves",
+    "study",
+    "load_study",
+    "StudyResults",
+    "Run",
+    "Result",
+    "Comparison",
+    "Predictions",
+    "Curves",
+    "Attention",
+    "JabError",
+)
