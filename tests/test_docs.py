@@ -47,3 +47,13 @@ def test_every_link_in_the_readme_leads_to_a_file_and_heading_that_exist():
 
 def test_the_readme_stays_a_five_minute_read():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def test_the_docs_send_no_reader_to_the_projects_issues_which_readers_cannot_see():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [
+        f"{page.name}: {match.group(0)}"
+        for page in pages
+        for match in re.finditer(r"\bissues? \d+", page.read_text(), re.IGNORECASE)
+    ]
+    assert found == []
