@@ -472,6 +472,29 @@ def test_a_pipe_closed_early_is_no_failure_for_pipefail_scripts(args, tmp_path):
     assert result.returncode == 0 and result.stderr == ""
 
 
+@pytest.mark.parametrize(
+    "encoding, args, drawn",
+    [
+        ("ascii", ["tasks"], ["+=====", "| name ", "Deletang et al."]),
+        (
+            "latin-1",  # bars and a chart by length, ✗ for the lengths beyond training
+            ["eval", "--run", "runs/tiny", "--lengths", "1-8", "--samples", "10"],
+            ["  ####", "== trained on lengths 1-5   -- beyond training", "x wrong"],
+        ),
+    ],
+)
+def test_a_stdout_that_cannot_encode_jabs_drawing_gets_ascii_stand_ins_not_a_traceback(
+    trained, encoding, args, drawn
+):
+    result = subprocess.run([sys.executable, "-m", "jabcli", *args], cwd=trained,
+                            env={**env(), "PYTHONIOENCODING": encoding},
+                            capture_output=True)  # fmt: skip
+    assert (result.returncode, result.stderr.decode()) == (0, "")
+    out = result.stdout.decode(encoding)
+    for piece in drawn:
+        assert piece in out, piece
+
+
 # Trained as the session's tiny run is: tests that ask for `trained` (made first) find
 # its programs in the session's compilation cache.
 AS_TRAINED = [*TINY, "--steps", "300"]
