@@ -726,7 +726,7 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     works on one; its attention is the encoder's over the input and the answer's slots."""
     form = ["--set", "model.arch=encoder", "--set", "model.num_layers=2"]
     trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/e", cwd=tmp_path)
-    assert "Training copy (lengths 1-5, encoder-only) into runs/e" in trained.stdout
+    assert "Training copy (lengths 1-5, sinusoidal, encoder-only) into runs/e" in trained.stdout
     jab_here("resume", "runs/e", "--steps", "40", cwd=tmp_path)
     listed = jab_here("runs", "runs", cwd=tmp_path).stdout
     assert "sinusoidal, encoder-only" in listed
@@ -736,13 +736,16 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/e", *args, cwd=tmp_path).stdout)
     assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    assert result["arch"] == "encoder"
     for row in result["per_length"].values():
         assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    shown = jab_here("eval", "--run", "runs/e", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, sinusoidal positions, encoder-only" in shown
     predicted = jab_here("predict", "0123", "321", "--run", "runs/e", cwd=tmp_path).stdout
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
     compared = jab_here("compare", "runs/e", "runs/e", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, 1-5" in compared
+    assert "copy, sinusoidal, encoder-only, 1-5" in compared  # told from other forms
     drawn = jab_here("show-attention", "--run", "runs/e", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "encoder attention, layer 1" in drawn
@@ -764,19 +767,22 @@ def test_a_decoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_pa
     works on one; its attention is the one causal self-attention over input and answer."""
     form = ["--set", "model.arch=decoder", "--set", "model.num_layers=2"]
     trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/d", cwd=tmp_path)
-    assert "Training copy (lengths 1-5, decoder-only) into runs/d" in trained.stdout
+    assert "Training copy (lengths 1-5, sinusoidal, decoder-only) into runs/d" in trained.stdout
     jab_here("resume", "runs/d", "--steps", "40", cwd=tmp_path)
     assert "sinusoidal, decoder-only" in jab_here("runs", "runs", cwd=tmp_path).stdout
     args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/d", *args, cwd=tmp_path).stdout)
     assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    assert result["arch"] == "decoder"
     for row in result["per_length"].values():
         assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    shown = jab_here("eval", "--run", "runs/d", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, sinusoidal positions, decoder-only" in shown
     predicted = jab_here("predict", "0123", "321", "--run", "runs/d", cwd=tmp_path).stdout
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
     compared = jab_here("compare", "runs/d", "runs/d", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, 1-5" in compared
+    assert "copy, sinusoidal, decoder-only, 1-5" in compared  # told from other forms
     drawn = jab_here("show-attention", "--run", "runs/d", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "decoder attention, layer 1" in drawn

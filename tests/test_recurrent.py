@@ -321,17 +321,21 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     jab_here("resume", "runs/l", "--steps", "60", cwd=tmp_path)
     listed = json.loads(jab_here("runs", "runs", "--json", cwd=tmp_path).stdout)
     assert listed[0]["arch"] == "lstm" and listed[0]["pos_encoding"] == "none"
-    assert "none, LSTM" in jab_here("runs", "runs", cwd=tmp_path).stdout
+    listed = jab_here("runs", "runs", cwd=tmp_path).stdout
+    assert "LSTM, " in listed and "none" not in listed  # its form, not positions it lacks
     evaluated = ["--lengths", "3-9", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/l", *evaluated, cwd=tmp_path).stdout)
     assert result["step"] == 60 and sorted(map(int, result["per_length"])) == list(range(3, 10))
+    assert result["arch"] == "lstm"
+    shown = jab_here("eval", "--run", "runs/l", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, LSTM" in shown and "positions" not in shown
     for row in result["per_length"].values():
         assert 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
     predicted = jab_here("predict", "0123", "321", "--run", "runs/l/seed-0", cwd=tmp_path)
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted.stdout)
     compared = jab_here("compare", "runs/l", "runs/l", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path)  # fmt: skip
-    assert compared.stderr == ""
+    assert compared.stderr == "" and "copy, LSTM, 1-5" in compared.stdout
     refused = jab_here("show-attention", "--run", "runs/l/seed-0", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and refused.stdout == ""
     assert refused.stderr.strip() == (

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from jabcli.api.formatting import (
     figure,
-    model_form,
+    model_words,
     percent,
     plural,
     run_labels,
@@ -77,14 +77,14 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             best = spread(known) if known else None
         elif best is not None:
             best = percent(best)
-        params = model_form(r.get("arch"))
-        params += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
+        model = model_words(r["pos_encoding"], r["arch"])
+        model += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
         if r.get("flops_per_step"):
-            params += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
+            model += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
         seeds = plural(r["seeds"], "seed")
         table.add_row(
             Text(f"{r['run']}\n{created}"),
-            Text(f"{r['task']}\n{r['pos_encoding']}{params}"),
+            Text(f"{r['task']}\n{model}"),
             Text(f"{r['step']}/{r['steps']}\n{seeds}"),
             Text(best or "-"),
             Text(f"{r['state']}\n{r['train_s']:.0f} s training"),
@@ -94,7 +94,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             [
                 r["run"],
                 created,
-                f"{r['task']}, {r['pos_encoding']}{params}",
+                f"{r['task']}, {model}",
                 f"step {r['step']}/{r['steps']}, {seeds}, best held-out {best or '-'}",
                 f"{r['state']}, {r['train_s']:.0f} s training",
             ]
@@ -146,9 +146,10 @@ def summary(outcome: Outcome) -> Group:
 
 
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
+    model = model_words(result["pos_encoding"], result["arch"], " positions")
     rows = [
         ("run", run_path),
-        ("task", f"{result['task']}, {result['pos_encoding']} positions"),
+        ("task", f"{result['task']}, {model}"),
         ("checkpoint", f"step {result['step']}"),
         ("samples", str(result["samples"])),
         ("token accuracy", figure(result, "token_acc")),
@@ -316,8 +317,9 @@ def comparison(results: list[dict[str, Any]]) -> Group:
     for r, name in zip(results, names):
         low, high = r["train_lengths"]
         seeds = f", {len(r['seeds'])} seeds" if "seeds" in r else ""
+        model = model_words(r["pos_encoding"], r["arch"])
         table.add_column(
-            f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}{seeds}",
+            f"{name}\n{r['task']}, {model}, {low}-{high}{seeds}",
             justify="right",
             overflow="fold",
         )
