@@ -340,6 +340,21 @@ def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_st
     assert curves._repr_svg_() is None and "pip install matplotlib" in curves._repr_html_()
 
 
+def test_compare_without_matplotlib_suggests_no_html_file_since_it_saves_none(
+    trained, tmp_path, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if never installed
+    for name in ("c.png", "c.html"):
+        refused = jab_here("compare", "runs/tiny", "runs/tiny", "--save", tmp_path / name,
+                           cwd=trained, check=False)  # fmt: skip
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+        said = refused.stderr
+        if name == "c.png":
+            assert "pip install matplotlib" in said and ".html" not in said
+        else:  # what the hint must not send a user to
+            assert "--save writes .svg or .png files" in said
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
