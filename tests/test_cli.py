@@ -206,6 +206,10 @@ def test_a_run_that_misses_its_target_suggests_resuming_with_more_steps(missed_t
     ]
 
 
+def test_the_predictions_after_training_say_they_show_mistakes_first(missed_target):
+    assert "Held-out predictions, mistakes first" in missed_target[1]
+
+
 def test_one_held_out_sample_is_one_sample(missed_target):
     out = " ".join(missed_target[1].split())
     assert "(1 sample)" in out and "(1 samples)" not in out

@@ -140,7 +140,9 @@ def summary(outcome: Outcome) -> Group:
         ]
     parts: list[Any] = [titled("Run summary", facts(rows))]
     if evals:
+        # Mistakes first, so the title says so: 1 wrong of 8 shown is no measure of a run.
         title = "Held-out predictions" + (" of the first seed" if len(evals) > 1 else "")
+        title += ", mistakes first"
         parts.append(examples_table(evals[0]["examples"], title=title))
     return Group(*parts)
 
