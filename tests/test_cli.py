@@ -595,6 +595,18 @@ def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
     assert "…" not in result.stdout and "token" in result.stdout
 
 
+def test_tables_at_40_columns_split_no_word_of_their_headers(trained):
+    predicted = jab_at(40, "predict", "--run", "runs/tiny", "0123", "01233210", cwd=trained)
+    assert "prediction" in predicted and "reference" in predicted
+    mistakes = jab_at(40, "eval", "--run", "runs/tiny", "--lengths", "7-8", "--samples", "5",
+                      cwd=trained)  # fmt: skip
+    assert "expected" in mistakes
+    runs = ["runs/tiny"] * 3
+    compared = jab_at(40, "compare", *runs, "--lengths", "4-6", "--samples", "5", cwd=trained)
+    assert "copy, sinusoidal, 1-5" in compared  # (the narrow layout: runs, then lengths)
+    assert re.search(r"length 6: (runs/tiny \S+%,? ){3}", " ".join(compared.split()) + " ")
+
+
 def test_a_run_stopped_before_its_first_step_leaves_no_empty_live_table(tmp_path, monkeypatch):
     import signal
 
