@@ -468,6 +468,14 @@ def test_a_negative_head_counts_from_the_last_as_a_negative_layer_does(trained):
     assert "head 3" in shown and "head 0" not in shown
 
 
+def test_help_lists_each_command_with_its_whole_summary_on_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # Typer's help console reads it
+    for args in (["--help"], ["study", "--help"]):
+        panel = jab_here(*args, cwd=tmp_path).stdout.split("Commands")[1]
+        rows = [line.strip("│ ") for line in panel.splitlines() if line.startswith("│")]
+        assert rows and all(re.fullmatch(r"[a-z-]+ +[A-Z].*\.", row) for row in rows), rows
+
+
 def test_help_says_what_to_pip_install_for_each_extra(tmp_path):
     def words(*args: str) -> str:  # the help's text, its box and line breaks left out
         return " ".join(w for w in jab_here(*args, cwd=tmp_path).stdout.split() if w != "│")
