@@ -376,6 +376,9 @@ def test_show_attention_draws_a_stack_or_tape_cell_by_cell_after_each_token_it_r
         assert len(picture.cols) <= len(sizes)  # the cells no step reached, left out
     else:  # a ring of the paper's 40 cells, every one of them within reach of a jump
         assert picture.cols == [str(cell) for cell in range(40)]
+        # Its columns numbered tens over ones, not run together ("1011121314").
+        assert "1011" not in drawn and "0 1 2 3 4 5 6 7 8 9 0 1 2 3" in drawn
+        assert " ".join(["1"] * 10 + ["2"] * 10 + ["3"] * 10) in drawn
     assert f"{kind} after each step" in picture._repr_html_()
     for wrong, message in [
         (["--kind", "cross"], f"a model.arch={arch} run has no cross attention: it has {kind}"),
