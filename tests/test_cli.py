@@ -206,6 +206,10 @@ def test_a_run_that_misses_its_target_suggests_resuming_with_more_steps(missed_t
     ]
 
 
+def test_the_predictions_after_training_say_they_show_mistakes_first(missed_target):
+    assert "Held-out predictions, mistakes first" in missed_target[1]
+
+
 def test_one_held_out_sample_is_one_sample(missed_target):
     out = " ".join(missed_target[1].split())
     assert "(1 sample)" in out and "(1 samples)" not in out
@@ -340,6 +344,21 @@ def test_without_matplotlib_a_plot_file_is_one_line_naming_the_extra_and_html_st
     assert curves._repr_svg_() is None and "pip install matplotlib" in curves._repr_html_()
 
 
+def test_compare_without_matplotlib_suggests_no_html_file_since_it_saves_none(
+    trained, tmp_path, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if never installed
+    for name in ("c.png", "c.html"):
+        refused = jab_here("compare", "runs/tiny", "runs/tiny", "--save", tmp_path / name,
+                           cwd=trained, check=False)  # fmt: skip
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+        said = refused.stderr
+        if name == "c.png":
+            assert "pip install matplotlib" in said and ".html" not in said
+        else:  # what the hint must not send a user to
+            assert "--save writes .svg or .png files" in said
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -449,6 +468,14 @@ def test_a_negative_head_counts_from_the_last_as_a_negative_layer_does(trained):
     assert "head 3" in shown and "head 0" not in shown
 
 
+def test_help_lists_each_command_with_its_whole_summary_on_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # Typer's help console reads it
+    for args in (["--help"], ["study", "--help"]):
+        panel = jab_here(*args, cwd=tmp_path).stdout.split("Commands")[1]
+        rows = [line.strip("│ ") for line in panel.splitlines() if line.startswith("│")]
+        assert rows and all(re.fullmatch(r"[a-z-]+ +[A-Z].*\.", row) for row in rows), rows
+
+
 def test_help_says_what_to_pip_install_for_each_extra(tmp_path):
     def words(*args: str) -> str:  # the help's text, its box and line breaks left out
         return " ".join(w for w in jab_here(*args, cwd=tmp_path).stdout.split() if w != "│")
@@ -470,6 +497,29 @@ def test_a_pipe_closed_early_is_no_failure_for_pipefail_scripts(args, tmp_path):
     finally:
         os.close(write_end)
     assert result.returncode == 0 and result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "encoding, args, drawn",
+    [
+        ("ascii", ["tasks"], ["+=====", "| name ", "Deletang et al."]),
+        (
+            "latin-1",  # bars and a chart by length, ✗ for the lengths beyond training
+            ["eval", "--run", "runs/tiny", "--lengths", "1-8", "--samples", "10"],
+            ["  ####", "== trained on lengths 1-5   -- beyond training", "x wrong"],
+        ),
+    ],
+)
+def test_a_stdout_that_cannot_encode_jabs_drawing_gets_ascii_stand_ins_not_a_traceback(
+    trained, encoding, args, drawn
+):
+    result = subprocess.run([sys.executable, "-m", "jabcli", *args], cwd=trained,
+                            env={**env(), "PYTHONIOENCODING": encoding},
+                            capture_output=True)  # fmt: skip
+    assert (result.returncode, result.stderr.decode()) == (0, "")
+    out = result.stdout.decode(encoding)
+    for piece in drawn:
+        assert piece in out, piece
 
 
 # Trained as the session's tiny run is: tests that ask for `trained` (made first) find
@@ -593,6 +643,18 @@ def test_a_command_without_run_says_which_run_it_used(trained, args):
 def test_the_live_training_table_at_40_columns_cuts_no_label(tmp_path):
     result = jab_here("train", *TINY, "--steps", "50", "--out", "narrow", cwd=tmp_path, columns=40)
     assert "…" not in result.stdout and "token" in result.stdout
+
+
+def test_tables_at_40_columns_split_no_word_of_their_headers(trained):
+    predicted = jab_at(40, "predict", "--run", "runs/tiny", "0123", "01233210", cwd=trained)
+    assert "prediction" in predicted and "reference" in predicted
+    mistakes = jab_at(40, "eval", "--run", "runs/tiny", "--lengths", "7-8", "--samples", "5",
+                      cwd=trained)  # fmt: skip
+    assert "expected" in mistakes
+    runs = ["runs/tiny"] * 3
+    compared = jab_at(40, "compare", *runs, "--lengths", "4-6", "--samples", "5", cwd=trained)
+    assert "copy, sinusoidal, 1-5" in compared  # (the narrow layout: runs, then lengths)
+    assert re.search(r"length 6: (runs/tiny \S+%,? ){3}", " ".join(compared.split()) + " ")
 
 
 def test_a_run_stopped_before_its_first_step_leaves_no_empty_live_table(tmp_path, monkeypatch):
@@ -745,7 +807,7 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     works on one; its attention is the encoder's over the input and the answer's slots."""
     form = ["--set", "model.arch=encoder", "--set", "model.num_layers=2"]
     trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/e", cwd=tmp_path)
-    assert "Training copy (lengths 1-5, encoder-only) into runs/e" in trained.stdout
+    assert "Training copy (lengths 1-5, sinusoidal, encoder-only) into runs/e" in trained.stdout
     jab_here("resume", "runs/e", "--steps", "40", cwd=tmp_path)
     listed = jab_here("runs", "runs", cwd=tmp_path).stdout
     assert "sinusoidal, encoder-only" in listed
@@ -755,13 +817,16 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/e", *args, cwd=tmp_path).stdout)
     assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    assert result["arch"] == "encoder"
     for row in result["per_length"].values():
         assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    shown = jab_here("eval", "--run", "runs/e", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, sinusoidal positions, encoder-only" in shown
     predicted = jab_here("predict", "0123", "321", "--run", "runs/e", cwd=tmp_path).stdout
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
     compared = jab_here("compare", "runs/e", "runs/e", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, 1-5" in compared
+    assert "copy, sinusoidal, encoder-only, 1-5" in compared  # told from other forms
     drawn = jab_here("show-attention", "--run", "runs/e", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "encoder attention, layer 1" in drawn
@@ -783,19 +848,22 @@ def test_a_decoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_pa
     works on one; its attention is the one causal self-attention over input and answer."""
     form = ["--set", "model.arch=decoder", "--set", "model.num_layers=2"]
     trained = jab_here("train", *TINY, *form, "--steps", "30", "--out", "runs/d", cwd=tmp_path)
-    assert "Training copy (lengths 1-5, decoder-only) into runs/d" in trained.stdout
+    assert "Training copy (lengths 1-5, sinusoidal, decoder-only) into runs/d" in trained.stdout
     jab_here("resume", "runs/d", "--steps", "40", cwd=tmp_path)
     assert "sinusoidal, decoder-only" in jab_here("runs", "runs", cwd=tmp_path).stdout
     args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/d", *args, cwd=tmp_path).stdout)
     assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    assert result["arch"] == "decoder"
     for row in result["per_length"].values():
         assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    shown = jab_here("eval", "--run", "runs/d", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, sinusoidal positions, decoder-only" in shown
     predicted = jab_here("predict", "0123", "321", "--run", "runs/d", cwd=tmp_path).stdout
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
     compared = jab_here("compare", "runs/d", "runs/d", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, 1-5" in compared
+    assert "copy, sinusoidal, decoder-only, 1-5" in compared  # told from other forms
     drawn = jab_here("show-attention", "--run", "runs/d", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "decoder attention, layer 1" in drawn

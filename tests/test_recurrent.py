@@ -327,17 +327,21 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     jab_here("resume", "runs/l", "--steps", "60", cwd=tmp_path)
     listed = json.loads(jab_here("runs", "runs", "--json", cwd=tmp_path).stdout)
     assert listed[0]["arch"] == "lstm" and listed[0]["pos_encoding"] == "none"
-    assert "none, LSTM" in jab_here("runs", "runs", cwd=tmp_path).stdout
+    listed = jab_here("runs", "runs", cwd=tmp_path).stdout
+    assert "LSTM, " in listed and "none" not in listed  # its form, not positions it lacks
     evaluated = ["--lengths", "3-9", "--samples", "10", "--force-length", "--json"]
     result = json.loads(jab_here("eval", "--run", "runs/l", *evaluated, cwd=tmp_path).stdout)
     assert result["step"] == 60 and sorted(map(int, result["per_length"])) == list(range(3, 10))
+    assert result["arch"] == "lstm"
+    shown = jab_here("eval", "--run", "runs/l", "--samples", "5", cwd=tmp_path).stdout
+    assert "copy, LSTM" in shown and "positions" not in shown
     for row in result["per_length"].values():
         assert 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
     predicted = jab_here("predict", "0123", "321", "--run", "runs/l/seed-0", cwd=tmp_path)
     assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted.stdout)
     compared = jab_here("compare", "runs/l", "runs/l", "--lengths", "4-5", "--samples", "5",
                         cwd=tmp_path)  # fmt: skip
-    assert compared.stderr == ""
+    assert compared.stderr == "" and "copy, LSTM, 1-5" in compared.stdout
     refused = jab_here("show-attention", "--run", "runs/l/seed-0", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and refused.stdout == ""
     assert refused.stderr.strip() == (
@@ -378,6 +382,9 @@ def test_show_attention_draws_a_stack_or_tape_cell_by_cell_after_each_token_it_r
         assert len(picture.cols) <= len(sizes)  # the cells no step reached, left out
     else:  # a ring of the paper's 40 cells, every one of them within reach of a jump
         assert picture.cols == [str(cell) for cell in range(40)]
+        # Its columns numbered tens over ones, not run together ("1011121314").
+        assert "1011" not in drawn and "0 1 2 3 4 5 6 7 8 9 0 1 2 3" in drawn
+        assert " ".join(["1"] * 10 + ["2"] * 10 + ["3"] * 10) in drawn
     assert f"{kind} after each step" in picture._repr_html_()
     for wrong, message in [
         (["--kind", "cross"], f"a model.arch={arch} run has no cross attention: it has {kind}"),

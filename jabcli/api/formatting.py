@@ -62,14 +62,19 @@ def run_labels(paths: list[str]) -> list[str]:
     return [str(p) for p in paths]
 
 
-def model_form(arch: str | None) -> str:
-    """', encoder-only' (the form's `label`) after a run's encoding where its model is
-    not the default encoder-decoder (model.arch); '' where it is."""
+def model_words(pos_encoding: str, arch: str | None, positions: str = "") -> str:
+    """A run's model as every view that tells runs apart names it: its positional
+    encoding (followed by `positions`, e.g. " positions"), then its form's `label` where
+    it is not the default encoder-decoder ("sinusoidal, decoder-only"); a form that
+    reads no positions, its form alone ("LSTM", never "none positions")."""
     from jabcli.model.registry import FORMS
 
     form = FORMS.get(arch or "encoder_decoder")
-    label = form.label if form else f"{arch}-only"
-    return f", {label}" if label else ""
+    if form is None:  # a form this version of jab does not know
+        return f"{pos_encoding}{positions}, {arch}"
+    if not form.positional:
+        return form.label
+    return f"{pos_encoding}{positions}" + (f", {form.label}" if form.label else "")
 
 
 def training_header(experiment, path, parameters: int, flops: float | None) -> str:
@@ -81,10 +86,10 @@ def training_header(experiment, path, parameters: int, flops: float | None) -> s
     each = " each" if cfg.train.seeds > 1 else ""
     cost = f", {flops / 1e9:.2g} GFLOP per step" if flops else ""
     devices = f"{jax.device_count()} {jax.default_backend()} device(s)"
+    model = model_words(cfg.model.positions, cfg.model.arch)
     return (
-        f"Training {seeds}{cfg.task.name} (lengths {cfg.task.min_len}-{cfg.task.max_len}"
-        f"{model_form(cfg.model.arch)}) "
-        f"into {path} on {devices}; {parameters:,} parameters{cost}{each}"
+        f"Training {seeds}{cfg.task.name} (lengths {cfg.task.min_len}-{cfg.task.max_len}, "
+        f"{model}) into {path} on {devices}; {parameters:,} parameters{cost}{each}"
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from jabcli.api import plots
 from jabcli.api.formatting import (
     figure,
+    model_words,
     percent,
     spread,
     study_cells,
@@ -66,7 +67,8 @@ def comparison_html(results: list[dict[str, Any]]) -> str:
     lengths a run trained on are marked *."""
     head = "".join(
         f"<th>{html.escape(r['run'].rstrip('/').split('/')[-1])}<br>"
-        f"<small>{html.escape(r['task'])}, {html.escape(r['pos_encoding'])}, "
+        f"<small>{html.escape(r['task'])}, "
+        f"{html.escape(model_words(r['pos_encoding'], r['arch']))}, "
         f"{r['train_lengths'][0]}-{r['train_lengths'][1]}"
         + (f", {len(r['seeds'])} seeds" if "seeds" in r else "")
         + "</small></th>"

@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from jabcli.api.formatting import metric_name, run_labels
+from jabcli.api.formatting import metric_name, model_words, run_labels
 from jabcli.core.errors import JabError, install
 
 FORMATS = ("svg", "png")
@@ -181,7 +181,7 @@ def comparison_plot(results: list[dict[str, Any]]) -> Plot:
         banded = all("seq_acc_range" in row for row in rows)
         curves.append(
             Curve(
-                f"{label} ({r['pos_encoding']})",
+                f"{label} ({model_words(r['pos_encoding'], r['arch'])})",
                 "eval_seq_acc",
                 [int(n) for n in lengths],
                 [row["seq_acc"] for row in rows],

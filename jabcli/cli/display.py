@@ -107,10 +107,13 @@ def facts(rows: list[tuple[str, str]]) -> Table:
 @dataclass
 class Fitted:
     """A table when the width has room for every word of it, else `narrow`, the same
-    figures as lines that wrap at spaces: nothing is cut, and no word is split."""
+    figures as lines that wrap at spaces: nothing is cut, and no word is split.
+    `folding`: the values of its columns that fold (inputs, answers: overflow="fold")
+    may fold within their column, and only their headers' words need the room."""
 
     wide: Table
     narrow: RenderableType
+    folding: bool = False
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         ranges = self.ranges(console)
@@ -128,13 +131,19 @@ class Fitted:
 
     def ranges(self, console: Console) -> list[tuple[int, int]]:
         """Each column's narrowest width with no cell cut (a no_wrap column as wide as its
-        widest cell, any other as its longest word) and its widest, padding included."""
+        widest cell, any other as its longest word, a folding one as its header's) and its
+        widest, padding included."""
         options = console.options.update_width(10**4)
         found = []
         for column in self.wide.columns:
             sizes = [Measurement.get(console, options, c) for c in (column.header, *column.cells)]
             widest = max(m.maximum for m in sizes)
-            least = widest if column.no_wrap else max(m.minimum for m in sizes)
+            if column.no_wrap:
+                least = widest
+            elif self.folding and column.overflow == "fold":
+                least = sizes[0].minimum  # the header's longest word
+            else:
+                least = max(m.minimum for m in sizes)
             found.append((least + 2, widest + 2))  # the table's padding, a space each side
         return found
 

@@ -263,7 +263,5 @@ def check_save(save: Path | None, suffixes: tuple[str, ...]) -> None:
         raise JabError(f"cannot save to {save}: folder {save.parent} does not exist")
     plotted = ".png" in suffixes and save.suffix.lower() in (".svg", ".png")  # matplotlib's
     if plotted and importlib.util.find_spec("matplotlib") is None:
-        raise JabError(
-            f"--save {save} needs matplotlib: {install('plots')} (or save .html, the "
-            "terminal's drawing)"
-        )
+        html = " (or save .html, the terminal's drawing)" if ".html" in suffixes else ""
+        raise JabError(f"--save {save} needs matplotlib: {install('plots')}{html}")

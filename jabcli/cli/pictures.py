@@ -32,8 +32,12 @@ def heatmap(weights: np.ndarray, rows: list[str], cols: list[str], title: str) -
     """One attention matrix [queries, keys] as a shaded grid, queries down, keys across."""
     grid = Table(box=None, show_header=True, padding=(0, 0), header_style="bold")
     grid.add_column("", justify="right", no_wrap=True)
-    for c in cols:
-        grid.add_column(label(c, narrow=True), justify="center", width=2, no_wrap=True)
+    # A column two characters wide: labels of two (10, 11) would run together ("1011"),
+    # so where there are any, every label is written downwards, ones under tens.
+    heads = [label(c, narrow=True) for c in cols]
+    tall = max(map(len, heads), default=1)
+    for head in heads:
+        grid.add_column("\n".join(head.rjust(tall)), justify="center", width=2, no_wrap=True)
     for r, row in zip(rows, weights):
         cells = [shade(float(w)) for w in row]
         grid.add_row(label(r) + " ", *cells)
@@ -106,7 +110,10 @@ def attention_view(attention: Any, head: str | None, run_path: str) -> Attention
             f"{attention.answer} ({attention.verdict})"
         )
         panels = [heatmap(weights[0], rows, cols, "each cell's size after each step")]
-        axes = f"rows: the token read at each step, columns: {attention.memory} (last two digits)"
+        axes = (
+            f"rows: the token read at each step, columns: {attention.memory} (last two "
+            "digits, tens over ones)"
+        )
         return AttentionView(title, panels, [*rows, *cols], "size, largest 1", axes)
     if head is None:
         panels = [heatmap(weights[h], rows, cols, f"head {h}") for h in range(len(weights))]

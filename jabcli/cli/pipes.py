@@ -1,7 +1,8 @@
 """Standard output whose reader may go away (`jab tasks | head -1`, `less` quit early):
 jab then stops writing and goes on with its work, and exits 0 as other Unix tools do. A
 training run piped that way trains on to its end and is saved as usual, rather than dying
-of a broken pipe and losing the run."""
+of a broken pipe and losing the run. Whatever its encoding cannot write is written as
+ASCII stand-ins (stand_ins.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import io
 import os
 import sys
 
+from jabcli.cli.stand_ins import encodable
+
 
 class QuietStdout(io.TextIOBase):
-    """sys.stdout as it was when made, quiet from the moment its reader is gone."""
+    """sys.stdout as it was when made, quiet from the moment its reader is gone, and
+    writing what its encoding lacks as ASCII stand-ins."""
 
     def __init__(self, stream=None) -> None:
         self.stream = stream
@@ -24,8 +28,9 @@ class QuietStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if not self.gone:
+            target = self.target
             try:
-                self.target.write(text)
+                target.write(encodable(text, getattr(target, "encoding", None)))
             except BrokenPipeError:
                 self.reader_gone()
         return len(text)
@@ -49,7 +54,9 @@ class QuietStdout(io.TextIOBase):
 
     @property
     def encoding(self) -> str:
-        return self.target.encoding
+        """utf-8: it writes any text, what the target cannot encode as stand-ins (so
+        that Rich draws its boxes as it would for a terminal, and they keep their shape)."""
+        return "utf-8"
 
 
 def reader_gone() -> None:

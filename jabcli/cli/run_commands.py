@@ -308,8 +308,9 @@ def export(
         ),
     ] = False,
 ) -> None:
-    """Write what runs logged to another tool's format, for runs trained without
-    train.log_to; a study's, every cell's."""
+    """Write what runs logged to another tool's format (for runs without train.log_to).
+
+    Given a study, every cell's."""
     from jabcli.cli.display import say
     from jabcli.runs import loggers
     from jabcli.runs.runs import open_runs, study_runs

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from jabcli.api.formatting import (
     figure,
-    model_form,
+    model_words,
     percent,
     plural,
     run_labels,
@@ -77,14 +77,14 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             best = spread(known) if known else None
         elif best is not None:
             best = percent(best)
-        params = model_form(r.get("arch"))
-        params += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
+        model = model_words(r["pos_encoding"], r["arch"])
+        model += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
         if r.get("flops_per_step"):
-            params += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
+            model += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
         seeds = plural(r["seeds"], "seed")
         table.add_row(
             Text(f"{r['run']}\n{created}"),
-            Text(f"{r['task']}\n{r['pos_encoding']}{params}"),
+            Text(f"{r['task']}\n{model}"),
             Text(f"{r['step']}/{r['steps']}\n{seeds}"),
             Text(best or "-"),
             Text(f"{r['state']}\n{r['train_s']:.0f} s training"),
@@ -94,7 +94,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             [
                 r["run"],
                 created,
-                f"{r['task']}, {r['pos_encoding']}{params}",
+                f"{r['task']}, {model}",
                 f"step {r['step']}/{r['steps']}, {seeds}, best held-out {best or '-'}",
                 f"{r['state']}, {r['train_s']:.0f} s training",
             ]
@@ -107,13 +107,29 @@ def examples_table(
 ) -> Group:
     """A few predictions, mistakes first."""
     ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
+    return titled(title, answers(ordered, ("input", "output", "expected")))
+
+
+def answers(rows: list[dict[str, Any]], heads: tuple[str, str, str]) -> Fitted:
+    """Inputs, each with its answer, the reference and a verdict; where even the headers'
+    words have no room, three lines an input."""
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("input", "output", "expected"):
+    for column in heads:
         table.add_column(column, overflow="fold")
-    table.add_column("", justify="center", no_wrap=True)
-    for e in ordered:
-        table.add_row(e["input"], answer(e["output"]), answer(e["expected"]), verdict(e["correct"]))
-    return titled(title, table)
+    table.add_column("", no_wrap=True)
+    blocks = []
+    for r in rows:
+        reference = "-" if r["expected"] is None else answer(r["expected"])
+        said = verdict(r["correct"])
+        table.add_row(r["input"], answer(r["output"]), reference, said)
+        blocks.append(
+            [
+                f"{heads[0]} {r['input']}",
+                f"{heads[1]} {answer(r['output'])} {said}",
+                f"{heads[2]} {reference}",
+            ]
+        )
+    return Fitted(table, lines(blocks), folding=True)
 
 
 def verdict(correct: bool | None) -> Text:
@@ -140,15 +156,18 @@ def summary(outcome: Outcome) -> Group:
         ]
     parts: list[Any] = [titled("Run summary", facts(rows))]
     if evals:
+        # Mistakes first, so the title says so: 1 wrong of 8 shown is no measure of a run.
         title = "Held-out predictions" + (" of the first seed" if len(evals) > 1 else "")
+        title += ", mistakes first"
         parts.append(examples_table(evals[0]["examples"], title=title))
     return Group(*parts)
 
 
 def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
+    model = model_words(result["pos_encoding"], result["arch"], " positions")
     rows = [
         ("run", run_path),
-        ("task", f"{result['task']}, {result['pos_encoding']} positions"),
+        ("task", f"{result['task']}, {model}"),
         ("checkpoint", f"step {result['step']}"),
         ("samples", str(result["samples"])),
         ("token accuracy", figure(result, "token_acc")),
@@ -309,29 +328,29 @@ class LengthChart:
 
 
 def comparison(results: list[dict[str, Any]]) -> Group:
-    """Several runs' exact match side by side, one row per length, then each run's chart."""
+    """Several runs' exact match side by side, one row per length, then each run's chart;
+    narrower than the table's words, what each run is, then a line per length."""
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("length", justify="right", no_wrap=True)
     names = run_labels([r["run"] for r in results])
+    lengths = sorted({n for r in results for n in r["per_length"]})
+    columns, blocks = [], []
     for r, name in zip(results, names):
         low, high = r["train_lengths"]
         seeds = f", {len(r['seeds'])} seeds" if "seeds" in r else ""
-        table.add_column(
-            f"{name}\n{r['task']}, {r['pos_encoding']}, {low}-{high}{seeds}",
-            justify="right",
-            overflow="fold",
-        )
-    lengths = sorted({n for r in results for n in r["per_length"]})
+        about = f"{r['task']}, {model_words(r['pos_encoding'], r['arch'])}, {low}-{high}{seeds}"
+        table.add_column(f"{name}\n{about}", justify="right", overflow="fold")
+        cells = {}
+        for length, row in r["per_length"].items():
+            mark = "*" if in_range(length, (low, high)) else " "
+            cells[length] = f"{figure(row, 'seq_acc')}{mark}"
+        columns.append(cells)
+        blocks.append([name, about])
+    by_length = []
     for length in lengths:
-        cells = []
-        for r in results:
-            row = r["per_length"].get(length)
-            if row is None:
-                cells.append("-")
-                continue
-            mark = "*" if in_range(length, tuple(r["train_lengths"])) else " "
-            cells.append(Text(f"{figure(row, 'seq_acc')}{mark}"))
-        table.add_row(str(length), *cells)
+        table.add_row(str(length), *(Text(cells.get(length, "-")) for cells in columns))
+        figures = [f"{name} {c.get(length, '-').strip()}" for name, c in zip(names, columns)]
+        by_length.append(Text(f"length {length}: {', '.join(figures)}"))
     parts: list[Any] = []
     tasks = list(dict.fromkeys(r["task"] for r in results))
     if len(tasks) > 1:
@@ -345,7 +364,7 @@ def comparison(results: list[dict[str, Any]]) -> Group:
     title = "Exact match by input length (* = a length the run trained on)"
     if any("seeds" in r for r in results):
         title += "; a group of seeds: median [min-max], charted by its median"
-    parts.append(titled(title, table))
+    parts.append(titled(title, Fitted(table, Group(lines(blocks), *by_length))))
     parts += [
         LengthChart(r["per_length"], tuple(r["train_lengths"]), title=name)
         for r, name in zip(results, names)
@@ -353,15 +372,8 @@ def comparison(results: list[dict[str, Any]]) -> Group:
     return Group(*parts)
 
 
-def predictions(rows: list[dict[str, Any]]) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("input", "prediction", "reference"):
-        table.add_column(column, overflow="fold")
-    table.add_column("", no_wrap=True)
-    for r in rows:
-        reference = "-" if r["expected"] is None else answer(r["expected"])
-        table.add_row(r["input"], answer(r["output"]), reference, verdict(r["correct"]))
-    return table
+def predictions(rows: list[dict[str, Any]]) -> Fitted:
+    return answers(rows, ("input", "prediction", "reference"))
 
 
 def answer(text: str) -> Text:

@@ -122,6 +122,7 @@ class Evaluated(Scores):
     step: int
     task: str
     pos_encoding: str
+    arch: str  # the model's form (model.arch)
     train_lengths: list[int]
     min_len: int
     max_len: int
@@ -149,6 +150,7 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
         "step": loaded.step,
         "task": t.name,
         "pos_encoding": cfg.model.positions,
+        "arch": cfg.model.arch,
         "train_lengths": [t.min_len, t.max_len],
         "min_len": min_len,
         "max_len": max_len,
