@@ -18,3 +18,10 @@ API = (
     "Attention",
     "JabError",
 )
+
+# What a user's own code subclasses or reads (a task of their own: `from jabcli import
+# Task`), by the module that defines it; kept stable.
+CONTRACT = {
+    "Task": "jabcli.tasks.contract",
+    "Tokenizer": "jabcli.core.tokenizer",
+}

@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     except JabError as err:
         if os.environ.get("JAB_DEBUG"):
             raise
+        if hasattr(err, "shown"):  # raised in the user's own code: their traceback first
+            print(err.shown, end="", file=sys.stderr)
         fail(str(err))
     except typer.Exit as err:
         sys.exit(err.exit_code)

@@ -129,17 +129,27 @@ def data_path(task_name: str) -> str | None:
 DATA_SUFFIXES = (".tsv", ".jsonl")  # a data file's, named as file:PATH
 
 
+def is_code(task: str) -> bool:
+    """Whether --task names a task class in the user's own code: PATH.py:Class or
+    package.module:Class (tasks/user_code.py)."""
+    return data_path(task) is None and ":" in task
+
+
 def is_yaml(task: str) -> bool:
-    """Whether --task names a task YAML file rather than a built-in task or a data file
-    (file:data/pairs.tsv holds a / too)."""
-    return data_path(task) is None and (task.endswith((".yaml", ".yml")) or "/" in task)
+    """Whether --task names a task YAML file rather than a built-in task, a data file
+    (file:data/pairs.tsv holds a / too) or a class in the user's code."""
+    return (
+        data_path(task) is None
+        and not is_code(task)
+        and (task.endswith((".yaml", ".yml")) or "/" in task)
+    )
 
 
 def names_built_in(task: str) -> bool:
     """Whether --task can only be a built-in task's name: not file:PATH, nor a data file
     named without it, nor a YAML file."""
     data_file = data_path(task) is not None or task.lower().endswith(DATA_SUFFIXES)
-    return not data_file and not is_yaml(task)
+    return not data_file and not is_yaml(task) and not is_code(task)
 
 
 def at_target(seq_acc: float | None, target: float) -> bool:

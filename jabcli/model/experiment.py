@@ -33,7 +33,7 @@ from jabcli.core.tokenizer import HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
 from jabcli.model.positions import PositionalScheme
 from jabcli.model.registry import get_form
-from jabcli.tasks import derived, sampling
+from jabcli.tasks import derived, sampling, user_code
 from jabcli.tasks.batch import Batch
 from jabcli.tasks.contract import Task
 from jabcli.tasks.datafile import DataFile, FileTask
@@ -207,7 +207,10 @@ def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None
         task = FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out, trained=trained)
     else:
         cls = task_class(t.name)
-        options = {name: getattr(t, name) for name in cls.options()}
+        # A user's task takes its own options at their defaults (its fields are no config
+        # keys yet); a built-in one, those of the config.
+        own = TASKS.get(t.name) is cls
+        options = {name: getattr(t, name) for name in cls.options()} if own else {}
         alphabet = "" if cls.fixed_alphabet else t.alphabet
         task = cls(alphabet=alphabet, tokenizer=tokenizer, **options)
     if t.index_hints:  # the task, wrapped: index hints are no task's own business
@@ -278,6 +281,9 @@ def resolve(
     check_own_options(config.task.name, given)
     experiment = Experiment.create(config, None, data)
     t = experiment.config.task
+    if data is None and t.name not in TASKS:  # the user's own: checked before it trains
+        task = experiment.task.task if isinstance(experiment.task, Hinted) else experiment.task
+        user_code.check_answers(task, jax.random.PRNGKey(0), t.min_len, t.max_len)
     if data is not None and t.max_len > experiment.task.longest:  # a new run only
         raise JabError(
             f"{data.path}'s inputs are at most {experiment.task.longest} symbols long; "

@@ -31,18 +31,21 @@ import json
 import os
 import shlex
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict
-from jabcli.core.errors import JabError
+from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code
+from jabcli.core.errors import JabError, Note
 from jabcli.core.tokenizer import Tokenizer
+from jabcli.tasks.user_code import CODE_FILE
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
+CODE_RECORD = "task-code.json"  # where a run's CODE_FILE was copied from, and its digest
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
 GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete group has it
@@ -52,6 +55,50 @@ STUDY_FILE = "study.json"  # in a study folder: its cells, as last run
 def data_copy(source: str) -> str:
     """The name a run folder gives its copy of the data file `source`."""
     return DATA_FILE + Path(source).suffix.lower()
+
+
+def code_file(task: str) -> str | None:
+    """The Python file a task name in the user's code names (PATH.py:Class), or None."""
+    where = task.rpartition(":")[0] if is_code(task) else ""
+    return where if where.endswith(".py") else None
+
+
+def keep_code(path: Path, source: str) -> None:
+    """Copy the task's code into the run folder `path`, with where it came from and its
+    digest (CODE_RECORD), and trust it: the user trained with it."""
+    from jabcli.tasks import user_code
+
+    try:
+        data = Path(source).read_bytes()
+    except OSError as err:
+        raise JabError(f"could not read {source}: {describe(err)}") from None
+    record = {"source": str(Path(source).resolve()), "sha256": user_code.digest(data)}
+    atomic_write(path / CODE_FILE, data)
+    atomic_write(path / CODE_RECORD, json.dumps(record).encode())
+    user_code.trust(data)
+
+
+told_changed: set[str] = set()  # the runs whose changed original was said, once a process
+
+
+def changed_since(path: Path) -> None:
+    """Say once, as a note, that the file a run's task code was copied from has changed
+    since (the run goes on using its copy)."""
+    from jabcli.tasks import user_code
+
+    try:
+        record = json.loads((path / CODE_RECORD).read_text())
+        now = user_code.digest(Path(record["source"]).read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # the original is gone (or the record is): the copy is all there is
+    if now != record["sha256"] and str(path) not in told_changed:
+        told_changed.add(str(path))
+        warnings.warn(
+            f"{record['source']} has changed since {path} was trained; the run uses its "
+            f"own copy, {path / CODE_FILE}",
+            Note,
+            stacklevel=2,
+        )
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -228,6 +275,9 @@ class Run:
             run.checkpoints.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise JabError(f"could not create run folder {path}: {describe(err)}") from None
+        code = code_file(cfg.task.name)
+        if code is not None:  # the run's own copy of the task's code, as of its data
+            keep_code(run.path, code)
         source = data_path(cfg.task.name)
         if source is not None:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
@@ -245,6 +295,8 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:
             saved["task"]["name"] = FILE_PREFIX + data_copy(source)
+        if code_file(cfg.task.name) is not None:
+            saved["task"]["name"] = f"{CODE_FILE}:{cfg.task.name.rpartition(':')[2]}"
         self.created = time.strftime("%Y-%m-%dT%H:%M:%S")
         data = {"format": FORMAT, "created": self.created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
@@ -316,6 +368,10 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
+        code = code_file(cfg.task.name)
+        if code is not None:  # its copy of the task's code, likewise
+            cfg.task.name = f"{self.path / code}:{cfg.task.name.rpartition(':')[2]}"
+            changed_since(self.path)
         return cfg, tokenizer
 
     def check_not_running(self) -> None:

@@ -34,10 +34,21 @@ TASKS: dict[str, type[Task]] = {
 
 
 def task_class(name: str) -> type[Task]:
-    """The built-in task called `name`, or an error listing them all."""
-    if name not in TASKS:
-        raise JabError(
-            f"unknown task {name!r}{suggest(name, TASKS)}; valid tasks: {', '.join(TASKS)}, "
-            "or file:PATH for your own data"
-        )
-    return TASKS[name]
+    """The task called `name`: a built-in one, a class in the user's code (PATH.py:Class,
+    package.module:Class) or one an installed package registers (user_code.py); else an
+    error listing them all."""
+    if name in TASKS:
+        return TASKS[name]
+    from jabcli.core.config import is_code
+    from jabcli.tasks import user_code
+
+    if is_code(name):
+        return user_code.task_from_code(name)
+    installed = user_code.entry_points()
+    if name in installed:
+        return user_code.task_from_entry_point(installed[name])
+    names = [*TASKS, *installed]
+    raise JabError(
+        f"unknown task {name!r}{suggest(name, names)}; valid tasks: {', '.join(names)}, "
+        "file:PATH for your own data or PATH.py:Class for your own task"
+    )

@@ -1,0 +1,207 @@
+"""Tasks from the user's own code: `--task PATH.py:Class` (a file), `--task
+package.module:Class` (an importable module) and the tasks installed packages register
+under the entry-point group `jab.tasks` (read only when a name is not a built-in one).
+Each is checked against the contract when it is loaded: missing members named, and its
+`solve` and `targets` compared on a sample batch before it trains.
+
+A run keeps a copy of the file (`task-code.py`) and loads that copy, so that it outlives
+the original. Code that travels inside a run folder is imported only when it is trusted:
+its digest is one this machine's jab copied itself (the user trained with it), or the
+user said `JAB_TRUST_CODE=1` (and then it is remembered).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from jabcli.core.errors import JabError
+from jabcli.tasks.contract import Task
+
+ENTRY_POINTS = "jab.tasks"  # the group an installed package registers its tasks under
+CODE_FILE = "task-code.py"  # a run's copy of its task's file
+TRUSTED = "trusted-code"  # digests of the code this machine's jab ran, one a line
+
+
+class UserCodeError(JabError):
+    """An exception raised inside the user's own code: shown with the user's frames of its
+    traceback (what they need to fix it), not as one line."""
+
+    def __init__(self, what: str, err: BaseException, files: set[str]) -> None:
+        frames = [
+            frame for frame in traceback.extract_tb(err.__traceback__) if frame.filename in files
+        ]
+        lines = "".join(traceback.format_list(frames))
+        kind = "".join(traceback.format_exception_only(type(err), err)).strip()
+        super().__init__(f"{what} raised {kind}")
+        self.shown = f"Traceback (your code):\n{lines}{kind}\n"
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def trusted_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "jab" / TRUSTED
+
+
+def trusted() -> set[str]:
+    try:
+        return set(trusted_file().read_text().split())
+    except OSError:
+        return set()
+
+
+def trust(data: bytes) -> None:
+    """Remember `data`'s digest as code the user ran: a run holding it loads it."""
+    if digest(data) in trusted():
+        return
+    path = trusted_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(digest(data) + "\n")
+    except OSError as err:
+        raise JabError(f"could not write {path}: {err.strerror}") from None
+
+
+def split(name: str) -> tuple[str, str]:
+    """`where:Class` -> (where, Class), each checked to be there."""
+    where, _, attribute = name.rpartition(":")
+    if not where or not attribute.isidentifier():
+        raise JabError(f"--task {name}: name a class as PATH.py:Class or package.module:Class")
+    return where, attribute
+
+
+def task_from_code(name: str) -> type[Task]:
+    """The task class `name` refers to (`PATH.py:Class` or `package.module:Class`), loaded
+    and checked against the contract."""
+    where, attribute = split(name)
+    if where.endswith(".py"):
+        module = import_file(Path(where))
+    else:
+        module = import_module(where)
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise JabError(f"{where} has no {attribute}")
+    return checked(found, name)
+
+
+def import_file(path: Path) -> Any:
+    """The module of the Python file `path` (a run's copy only if trusted)."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise JabError(f"could not read {path}: {err.strerror}") from None
+    if path.name == CODE_FILE and digest(data) not in trusted():
+        if os.environ.get("JAB_TRUST_CODE") != "1":
+            raise JabError(
+                f"{path} is code that came with the run, not code you trained with on this "
+                "machine: read it, then run the command again with JAB_TRUST_CODE=1 to "
+                "import it (it is remembered)"
+            )
+        trust(data)
+    module_name = f"jab_user_{digest(data)[:16]}"  # a changed file is another module
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise JabError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # (dataclasses look their module up there)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[module_name]
+        raise UserCodeError(f"importing {path}", err, {str(path)}) from None
+    return module
+
+
+def import_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and name.startswith(err.name):
+            raise JabError(f"no module named {name!r} (is its package installed?)") from None
+        raise UserCodeError(f"importing {name}", err, user_files(err)) from None
+    except Exception as err:
+        raise UserCodeError(f"importing {name}", err, user_files(err)) from None
+
+
+def user_files(err: BaseException) -> set[str]:
+    """The files of a traceback that are not jab's or Python's own: the user's."""
+    own = (str(Path(__file__).parents[1]), sys.prefix, sys.base_prefix)
+    return {
+        frame.filename
+        for frame in traceback.extract_tb(err.__traceback__)
+        if not frame.filename.startswith(own)
+    }
+
+
+REQUIRED = ("name", "description", "solve", "targets")
+
+
+def checked(found: Any, name: str) -> type[Task]:
+    """`found`, checked to be a task class that defines what the contract asks for."""
+    if not (isinstance(found, type) and issubclass(found, Task)):
+        raise JabError(f"{name} is not a task: subclass jabcli.Task (from jabcli import Task)")
+    missing = [
+        member
+        for member in REQUIRED
+        if getattr(found, member) is getattr(Task, member) or getattr(found, member) == ""
+    ]
+    if missing:
+        raise JabError(f"{name} does not define {', '.join(missing)} (see jabcli.Task)")
+    return found
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    """The tasks installed packages register, by name (read only when asked)."""
+    return {point.name: point for point in metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def task_from_entry_point(point: metadata.EntryPoint) -> type[Task]:
+    try:
+        found = point.load()
+    except Exception as err:
+        raise UserCodeError(f"loading {point.value}", err, user_files(err)) from None
+    return checked(found, f"{point.value} (entry point {point.name})")
+
+
+def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> None:
+    """Compare a user task's `targets` with its `solve` on a sample batch of inputs of
+    `low` to `high` symbols: a task whose two answers disagree would train on one and be
+    scored by the other. The first input where they differ is named."""
+    import jax
+    import numpy as np
+
+    from jabcli.core.tokenizer import PAD_ID
+
+    lengths = jax.random.randint(key, (rows,), low, high + 1)
+    files = {sys.modules[type(task).__module__].__file__ or ""}
+    try:
+        tokens, answers, answer_lengths = task.draw(key, lengths, high)
+    except Exception as err:
+        raise UserCodeError(f"{task.name}'s draw/targets", err, files) from None
+    tokens, answers = np.asarray(tokens), np.asarray(answers)
+    for row in range(rows):
+        text = task.tokenizer.decode([t for t in tokens[row] if t != PAD_ID])
+        width = int(answer_lengths[row])
+        drawn = task.tokenizer.decode(list(answers[row][:width]))
+        try:
+            solved = task.solve(text)
+        except Exception as err:
+            raise UserCodeError(f"{task.name}'s solve({text!r})", err, files) from None
+        if solved is not None and solved != drawn:
+            raise JabError(
+                f"task {task.name}: solve and targets disagree on input {text!r}: solve "
+                f"gives {solved!r}, targets {drawn!r}"
+            )
