@@ -820,6 +820,40 @@ def test_a_corrupt_manifest_is_rebuilt_and_predict_still_answers(three_checkpoin
     assert again.stderr == ""  # rebuilt once, for good
 
 
+@pytest.mark.parametrize(
+    "manifest, damage",
+    [
+        (
+            {"format": 1, "checkpoints": [{"file": "step-00000400.npz", "step": 400,
+                                           "sha256": "0" * 64}]},
+            "lists step-00000400.npz, which is missing",
+        ),
+        ({"format": 2, "checkpoints": []}, "is corrupted (format 2, not 1)"),
+        (
+            {"format": 1, "checkpoints": [{"file": "step-00000300.npz", "step": "300",
+                                           "sha256": "0" * 64}]},
+            "is corrupted (unexpected contents)",
+        ),
+    ],
+    ids=["lists-a-missing-file", "unknown-format", "step-not-a-number"],
+)  # fmt: skip
+def test_a_manifest_that_reads_but_disagrees_with_the_files_is_rebuilt_from_them(
+    three_checkpoints, manifest, damage
+):
+    checkpoints = three_checkpoints / "run/checkpoints"
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints)
+    assert "012" in result.stdout
+    assert result.stderr == (
+        f"jab: note: run/checkpoints/manifest.json {damage}; rebuilt it from the checkpoint "
+        "files that pass their checks (steps 100, 200, 300); the damaged manifest is kept as "
+        "manifest.json.damaged\n"
+    )
+    rebuilt = json.loads((checkpoints / "manifest.json").read_text())
+    assert [e["step"] for e in rebuilt["checkpoints"]] == [100, 200, 300]
+    assert json.loads((checkpoints / "manifest.json.damaged").read_text()) == manifest
+
+
 def test_a_rebuilt_manifest_leaves_out_a_damaged_checkpoint_and_deletes_nothing(
     three_checkpoints,
 ):
