@@ -4,6 +4,7 @@ import dataclasses
 import fcntl
 import io
 import json
+import os
 import select
 import shutil
 import signal
@@ -234,6 +235,19 @@ def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
         )
     assert result.returncode == 2
     assert "another jab process (pid 4242)" in result.stderr
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_the_lock_file_is_not_executable_and_follows_the_umask(tmp_path, umask, mode):
+    from jabcli.runs.runs import Run
+
+    before = os.umask(umask)
+    try:
+        with Run(tmp_path).lock():
+            made = (tmp_path / ".lock").stat().st_mode & 0o777
+    finally:
+        os.umask(before)
+    assert oct(made) == oct(mode)
 
 
 def test_a_lock_file_left_behind_never_blocks_a_run(three_checkpoints):

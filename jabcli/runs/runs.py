@@ -397,7 +397,7 @@ class Run:
         it when its process dies, however it dies: a left-over file never blocks."""
         path = self.path / ".lock"
         while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR)
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # less the umask, as any file
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
