@@ -237,6 +237,47 @@ def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
     assert "another jab process (pid 4242)" in result.stderr
 
 
+def test_of_two_jab_train_into_one_new_folder_one_trains_to_the_end_and_one_is_refused(
+    tmp_path, monkeypatch
+):
+    """Started together, both find --out free; here the second (in this process) goes on
+    only once the first (a `jab train` process) holds the folder, as it did every time by
+    chance. It is refused in one line, having written and removed nothing: the first,
+    which the removal of its folder used to kill, trains to its end."""
+    from jabcli.runs.runs import Run
+    from jabcli.training import training
+
+    args = ["train", *TINY, "--steps", "300", "--out", "same"]
+    lock = tmp_path / "same/.lock"
+    first = None
+    check = training.check
+
+    def check_then_let_the_first_take_the_folder(experiment):
+        nonlocal first
+        check(experiment)
+        first = subprocess.Popen(
+            [sys.executable, "-m", "jabcli", *args],
+            cwd=tmp_path,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while not (Run(tmp_path / "same").is_running() and lock.read_text() == str(first.pid)):
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
+
+    monkeypatch.setattr(training, "check", check_then_let_the_first_take_the_folder)
+    second = jab_here(*args, cwd=tmp_path, check=False)
+    _, err = first.communicate(timeout=300)
+    assert second.returncode == 2 and second.stdout == ""
+    assert second.stderr == (
+        f"jab: error: same is being written by another jab process (pid {first.pid})\n"
+    )
+    assert first.returncode == 0, err
+    assert newest_step(tmp_path / "same") == 300
+
+
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
 def test_the_lock_file_is_not_executable_and_follows_the_umask(tmp_path, umask, mode):
     from jabcli.runs.runs import Run
@@ -248,6 +289,39 @@ def test_the_lock_file_is_not_executable_and_follows_the_umask(tmp_path, umask, 
     finally:
         os.umask(before)
     assert oct(made) == oct(mode)
+
+
+def read_only(folder: Path) -> list[str]:
+    """The start of a command line that runs the rest with `folder` mounted read-only: a
+    bind mount, in user and mount namespaces of its own, as a user may make them (no
+    root needed). Where the kernel or the sandbox allows no such namespace, the test is
+    skipped."""
+    remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", remount, str(folder)]
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare command to mount a folder read-only")
+    probe = subprocess.run([*prefix, "touch", str(folder / "probe")], capture_output=True)
+    if b"Read-only file system" not in probe.stderr:
+        pytest.skip(f"cannot mount a folder read-only here: {probe.stderr.decode().strip()}")
+    return prefix
+
+
+def test_training_into_an_empty_folder_on_a_read_only_file_system_is_one_line_saying_so(
+    tmp_path,
+):
+    (tmp_path / "ro/empty").mkdir(parents=True)
+    command = [sys.executable, "-m", "jabcli", "train", *TINY, "--out", "ro/empty"]
+    result = subprocess.run(
+        [*read_only(tmp_path / "ro"), *command],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "jab: error: could not write ro/empty: read-only file system\n"
+    assert list((tmp_path / "ro/empty").iterdir()) == []
 
 
 def test_a_lock_file_left_behind_never_blocks_a_run(three_checkpoints):

@@ -6,13 +6,14 @@ Ctrl-C or SIGTERM stops the loop between two chunks and the current step is save
 (`Outcome.interrupted_by` says which signal); a second one stops at once and raises
 `Interrupted`, which says what was kept. A new run that fails before its first
 checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed;
-a run killed before its first checkpoint resumes from step 0.
+a run killed before its first checkpoint resumes from step 0. A new run's folders are
+claimed (locked) before anything is written in them (`runs.Claim`): a `jab train`
+refused a folder another is training into removes nothing of it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,9 +167,9 @@ def start(experiment: Experiment, out: Path | None, observer: Observer | None = 
     check(experiment)
     observer = observer or Observer()
     # A Ctrl-C while the folder is made stops training at step 0.
-    with StopRequest(getattr(observer, "stopping", None)) as stop:
-        path, created = create(experiment, out)
-        return _train(path, created, experiment, None, observer, stop)
+    with StopRequest(getattr(observer, "stopping", None)) as stop, runs.Claim() as claim:
+        path, created = create(experiment, out, claim)
+        return _train(path, created, experiment, None, observer, stop, claim)
 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
@@ -206,11 +207,12 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
             )
     check(experiment)
-    with StopRequest(getattr(observer, "stopping", None)) as stop:
+    with StopRequest(getattr(observer, "stopping", None)) as stop, contextlib.ExitStack() as locks:
+        for run in seeds:
+            locks.enter_context(run.lock())
         for run, saved in zip(seeds, saved_steps):
             if saved != cfg.train.steps:
-                with run.lock():
-                    run.set_steps(cfg.train.steps)
+                run.set_steps(cfg.train.steps)
         return _train(path, seeds, experiment, (step, states), observer, stop)
 
 
@@ -222,27 +224,37 @@ def trained_enough(run: Run, steps: int) -> bool:
     return step >= steps or (bool(listed) and run.at_target(step))
 
 
-def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
+def create(
+    experiment: Experiment, out: Path | None, claim: runs.Claim | None = None
+) -> tuple[Path, list[Run]]:
     """A new run folder with its config, or a group folder with one run per seed, not
-    trained yet (`resume` trains it from step 0); on failure, nothing of it is left
-    behind."""
+    trained yet (`resume` trains it from step 0), held by `claim` until it ends (by
+    default, until this returns); on failure, nothing this process made is left behind,
+    and nothing another process made is touched."""
+    if claim is None:
+        with runs.Claim() as claim:
+            return create(experiment, out, claim)
     cfg = experiment.config
-    existed = out is not None and out.is_dir()  # start() allows only an empty one
-    path = out or runs.new_run_dir(cfg.task.name)
     try:
+        if out is None:
+            path = claim.folder(runs.new_run_dir(cfg.task.name), made=True)
+        else:
+            path = claim.folder(out)
         if cfg.train.seeds == 1:
             return path, [Run.create(path, cfg, experiment.tokenizer)]
         seeds = cfg.train.group
         created = [
-            Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
+            Run.create(
+                claim.folder(runs.seed_folder(path, seed)),
+                for_seed(cfg, seed),
+                experiment.tokenizer,
+            )
             for seed in seeds
         ]
         runs.write_group(path, seeds)
         return path, created
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        if existed:
-            path.mkdir()
+        claim.discard()
         raise
 
 
@@ -253,33 +265,32 @@ def _train(
     resumed: tuple[int, list[Any] | None] | None,
     observer: Observer,
     stop: StopRequest,
+    claim: runs.Claim | None = None,
 ) -> Outcome:
-    """Train until done, early-stopped or interrupted, checkpointing along the way;
-    `resumed` is the step and the seeds' states to continue from (None: from the seeds)."""
+    """Train until done, early-stopped or interrupted, checkpointing along the way, the
+    seeds' locks held by the caller; `resumed` is the step and the seeds' states to
+    continue from (None: from the seeds), `claim` a new run's (None: a resume's)."""
     try:
-        with contextlib.ExitStack() as locks:
+        if resumed is not None:
             for run in seeds:
-                locks.enter_context(run.lock())
-            if resumed is not None:
-                for run in seeds:
-                    checkpoints.forget_after(run, resumed[0])
-                    rejected = run.truncate_metrics(resumed[0])
-                    if rejected:
-                        observer.note(
-                            f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
-                            f"moved to {runs.REJECTED_METRICS}"
-                        )
-                observer.resuming(path, resumed[0], fresh=resumed[1] is None)
-            states = resumed[1] if resumed is not None else None
-            return _loop(path, seeds, experiment, states, observer, stop)
+                checkpoints.forget_after(run, resumed[0])
+                rejected = run.truncate_metrics(resumed[0])
+                if rejected:
+                    observer.note(
+                        f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
+                        f"moved to {runs.REJECTED_METRICS}"
+                    )
+            observer.resuming(path, resumed[0], fresh=resumed[1] is None)
+        states = resumed[1] if resumed is not None else None
+        return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
             saved = [checkpoints.entries(run) for run in seeds]
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
-        removed = resumed is None and saved is not None and not any(saved)
+        removed = claim is not None and saved is not None and not any(saved)
         if removed:
-            shutil.rmtree(path, ignore_errors=True)  # nothing worth keeping yet
+            claim.discard()  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
             raise Interrupted(_kept(path, saved, removed)) from err
         raise
