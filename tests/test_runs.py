@@ -147,11 +147,17 @@ def test_a_run_with_no_valid_checkpoint_left_is_one_error(three_checkpoints):
     )
 
 
-def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
+def test_resume_falls_back_to_the_newest_valid_checkpoint_with_one_note_on_stderr_as_eval(
+    three_checkpoints,
+):
     newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
     newest.write_bytes(b"garbage")
     result = jab_here("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
-    assert "step-00000300.npz" in result.stdout and "falling back" in result.stdout
+    assert result.stderr == (
+        "jab: note: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch); falling back to an earlier checkpoint\n"
+    )
+    assert "falling back" not in result.stdout
     assert "Resuming run from step 200" in " ".join(result.stdout.split())
     steps = [
         json.loads(line)["step"]
@@ -867,11 +873,12 @@ def test_a_lost_manifest_is_rebuilt_so_a_resume_goes_on_from_the_newest_checkpoi
     (three_checkpoints / "run/checkpoints/manifest.json").unlink()
     before = (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes()
     result = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints)
+    assert result.stderr == (
+        "jab: note: run/checkpoints/manifest.json is missing, though run/checkpoints holds "
+        "checkpoints; rebuilt it from the checkpoint files that pass their checks (steps 100, "
+        "200, 300)\n"
+    )
     said = " ".join(result.stdout.split())
-    assert (
-        "run/checkpoints/manifest.json is missing, though run/checkpoints holds checkpoints; "
-        "rebuilt it from the checkpoint files that pass their checks (steps 100, 200, 300)"
-    ) in said
     assert "Resuming run from step 300" in said  # not from 0, over the checkpoints
     assert (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes() == before
     assert newest_step(three_checkpoints / "run") == 400

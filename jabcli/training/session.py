@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jabcli.core import runtime
 from jabcli.core.config import for_seed
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, Note
 from jabcli.runs import runs
 from jabcli.runs.loggers import Logs
 from jabcli.runs.runs import Run
@@ -59,7 +60,13 @@ class Observer:
         None when XLA does not say)."""
 
     def note(self, message: str) -> None:
-        """Something worth telling: resuming, a broken checkpoint skipped."""
+        """Something worth telling: resuming, unreadable metrics lines set aside."""
+
+    def warn(self, message: str) -> None:
+        """Something done in the user's stead before a resume trains (a damaged checkpoint
+        passed over, a manifest rebuilt): a `Note` warning, as loading a run for `jab
+        eval` gives, which the command line prints as one line on stderr."""
+        warnings.warn(message, Note, stacklevel=2)
 
     def resuming(self, path: Path, step: int, fresh: bool) -> None:
         """Training of `path` goes on from `step`; `fresh`: it has no checkpoint yet, so
@@ -187,7 +194,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     observer = observer or Observer()
     from jabcli.training.training import check
 
-    step, arrays = checkpoints.newest_common(seeds, warn=observer.note)
+    step, arrays = checkpoints.newest_common(seeds, warn=observer.warn)
     if arrays is None:  # from step 0, which _train says
         states = None
     else:
