@@ -482,18 +482,22 @@ def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_p
         assert inspection.load(run).step == newest_step(run)
 
 
-def ctrl_c_twice(proc: subprocess.Popen) -> tuple[str, str]:
-    """Ctrl-C `proc`, then again once it said a line on stdout (or after 10 s): that line
-    ("" for none) and its stderr, once it ended (within 15 s, else the test fails)."""
+def ctrl_c_twice(proc: subprocess.Popen) -> tuple[str, str, str]:
+    """Ctrl-C `proc`, then again once it said a line on stdout (or after 10 s), later than
+    the same Ctrl-C delivered twice could come: that line ("" for none), the rest of its
+    stdout and its stderr, once it ended (within 15 s, else the test fails)."""
+    from jabcli.training.session import SAME_SIGNAL_S
+
     proc.send_signal(signal.SIGINT)
     said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
+    time.sleep(SAME_SIGNAL_S)
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=15)
+        out, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("the second Ctrl-C did not end the process while it computed")
-    return said or "", err
+    return said or "", out, err
 
 
 def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_at_once(
@@ -519,7 +523,7 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
     # FLOPs); a moment later it is inside the long chunk, which runs for many seconds.
     assert proc.stdout.readline().startswith("Training copy"), proc.stderr.read()
     time.sleep(1)
-    said, err = ctrl_c_twice(proc)
+    said, _, err = ctrl_c_twice(proc)
     assert said.startswith("Stopping when the steps under way end"), said
     assert "Ctrl-C again stops at once" in said
     assert proc.returncode == 130
@@ -527,6 +531,54 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
         err.strip() == "jab: error: interrupted; run folder run removed: it had no checkpoint yet"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_second_ctrl_c_still_prints_the_command_that_resumes_the_run_it_kept(tmp_path):
+    chunk = ["--set", "train.log_every=20000"]  # one long chunk, as in the test above
+    jab_here("train", *TINY, *chunk, "--steps", "20", "--out", "run", cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "resume", "run", "--steps", "20000"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:  # said once the step is compiled, before the long chunk
+        if line.startswith("Training copy"):
+            break
+    time.sleep(1)
+    _, out, err = ctrl_c_twice(proc)
+    assert proc.returncode == 130
+    assert err == "jab: error: interrupted; run run kept; its newest checkpoint is at step 20\n"
+    assert "Resume with: jab resume run" in " ".join(out.split())
+
+
+def test_one_signal_delivered_twice_at_once_as_timeout_sends_it_stops_once_keeping_the_steps(
+    three_checkpoints,
+):
+    """`timeout -s INT jab train` signals jab, then its process group, jab again, within
+    milliseconds: that is one Ctrl-C, which saves the steps since the last checkpoint, not
+    two, which would stop at once and lose them."""
+    from jabcli.training import session
+
+    class Timeout(session.Observer):
+        sent = False
+
+        def log(self, records):
+            if not self.sent:
+                self.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)  # the first handled as the second comes
+                os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        outcome = session.resume(three_checkpoints / "run", 1000, Timeout())
+    except KeyboardInterrupt as err:
+        pytest.fail(f"taken for a second Ctrl-C: {err}")
+    assert outcome.interrupted_by == signal.SIGINT
+    assert outcome.step == 350  # the first log after 300, not a step evaluated at
+    assert newest_step(three_checkpoints / "run") == 350
 
 
 def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
@@ -547,7 +599,7 @@ def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
             break
     time.sleep(1)
     asked = time.monotonic()
-    said, err = ctrl_c_twice(proc)
+    said, _, err = ctrl_c_twice(proc)
     assert said.startswith("Stopping when the steps under way end"), said
     assert time.monotonic() - asked < 15
     assert proc.returncode == 130

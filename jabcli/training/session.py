@@ -4,17 +4,20 @@ it never prints and never exits.
 
 Ctrl-C or SIGTERM stops the loop between two chunks and the current step is saved
 (`Outcome.interrupted_by` says which signal); a second one stops at once and raises
-`Interrupted`, which says what was kept. A new run that fails before its first
-checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed;
-a run killed before its first checkpoint resumes from step 0. A new run's folders are
-claimed (locked) before anything is written in them (`runs.Claim`): a `jab train`
-refused a folder another is training into removes nothing of it.
+`Interrupted`, which says what was kept. The same signal again within `SAME_SIGNAL_S` of
+the first is that one delivered twice, not a second: `timeout -s INT` signals jab, then
+its process group, jab again. A new run that fails before its first checkpoint is
+removed, so runs/ never holds a run that cannot be evaluated or resumed; a run killed
+before its first checkpoint resumes from step 0. A new run's folders are claimed (locked)
+before anything is written in them (`runs.Claim`): a `jab train` refused a folder another
+is training into removes nothing of it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +37,21 @@ if TYPE_CHECKING:
     from jabcli.model.experiment import Experiment
     from jabcli.training.training import HeldOutResult
 
+# A signal that comes again within this many seconds of the first is the first delivered
+# twice (`timeout -s INT` sends it to jab, then to jab's process group, within
+# milliseconds), not a second Ctrl-C: a person who reads the first's line and presses
+# again takes longer.
+SAME_SIGNAL_S = 0.5
+
 
 class Interrupted(KeyboardInterrupt):
-    """A second Ctrl-C stopped training at once; `message` says what was kept."""
+    """A second Ctrl-C stopped training at once; `message` says what was kept, `kept` is
+    the run (or group) that a resume goes on with (None: it was removed)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kept: Path | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.kept = kept
 
 
 class Observer:
@@ -76,9 +87,10 @@ class Observer:
 
     def stopping(self, signum: int) -> None:
         """A first SIGINT or SIGTERM arrived: training stops once the chunk of steps under
-        way ends, with a checkpoint there; a second one stops at once. Said within
-        milliseconds of the signal while a chunk runs (on a slow model, minutes before
-        it ends), from the training thread; during an evaluation, once it ends."""
+        way ends, with a checkpoint there; a second one (not the same one delivered twice,
+        see `SAME_SIGNAL_S`) stops at once. Said within milliseconds of the signal while a
+        chunk runs (on a slow model, minutes before it ends), from the training thread;
+        during an evaluation, once it ends."""
         self.note(stopping_line(signum))
 
     def log(self, records: list[dict[str, Any]]) -> None:
@@ -130,12 +142,14 @@ def stopping_line(signum: int, *, cells: bool = False) -> str:
 
 class StopRequest:
     """Turns SIGINT/SIGTERM into a flag the training loop polls (a second signal stops at
-    once). The first poll that finds it set tells `on_first`: from the polling thread,
-    since a signal handler that prints could wait forever on a lock its own thread
-    holds (Rich's, mid-line)."""
+    once; the first one again within `SAME_SIGNAL_S` is that one, delivered twice). The
+    first poll that finds it set tells `on_first`: from the polling thread, since a
+    signal handler that prints could wait forever on a lock its own thread holds (Rich's,
+    mid-line)."""
 
     def __init__(self, on_first: Callable[[int], None] | None = None) -> None:
         self.signum: int | None = None
+        self.first_at = 0.0  # time.monotonic() when the first signal was handled
         self.on_first = on_first
         self.told = False
 
@@ -150,9 +164,11 @@ class StopRequest:
             signal.signal(s, handler)
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum is not None:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        self.signum = signum
+        now = time.monotonic()
+        if self.signum is None:
+            self.signum, self.first_at = signum, now
+        elif signum != self.signum or now - self.first_at >= SAME_SIGNAL_S:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
 
     def __call__(self) -> bool:
         if self.signum is not None and not self.told:
@@ -299,7 +315,7 @@ def _train(
         if removed:
             claim.discard()  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
-            raise Interrupted(_kept(path, saved, removed)) from err
+            raise Interrupted(_kept(path, saved, removed), None if removed else path) from err
         raise
 
 
