@@ -4,6 +4,7 @@ import dataclasses
 import fcntl
 import io
 import json
+import os
 import select
 import shutil
 import signal
@@ -146,11 +147,17 @@ def test_a_run_with_no_valid_checkpoint_left_is_one_error(three_checkpoints):
     )
 
 
-def test_resume_falls_back_to_the_newest_valid_checkpoint(three_checkpoints):
+def test_resume_falls_back_to_the_newest_valid_checkpoint_with_one_note_on_stderr_as_eval(
+    three_checkpoints,
+):
     newest = three_checkpoints / "run/checkpoints/step-00000300.npz"
     newest.write_bytes(b"garbage")
     result = jab_here("train", "--resume", "run", "--steps", "400", cwd=three_checkpoints)
-    assert "step-00000300.npz" in result.stdout and "falling back" in result.stdout
+    assert result.stderr == (
+        "jab: note: checkpoint run/checkpoints/step-00000300.npz is corrupted (checksum "
+        "mismatch); falling back to an earlier checkpoint\n"
+    )
+    assert "falling back" not in result.stdout
     assert "Resuming run from step 200" in " ".join(result.stdout.split())
     steps = [
         json.loads(line)["step"]
@@ -234,6 +241,93 @@ def test_a_run_being_trained_by_another_process_is_refused(three_checkpoints):
         )
     assert result.returncode == 2
     assert "another jab process (pid 4242)" in result.stderr
+
+
+def test_of_two_jab_train_into_one_new_folder_one_trains_to_the_end_and_one_is_refused(
+    tmp_path, monkeypatch
+):
+    """Started together, both find --out free; here the second (in this process) goes on
+    only once the first (a `jab train` process) holds the folder, as it did every time by
+    chance. It is refused in one line, having written and removed nothing: the first,
+    which the removal of its folder used to kill, trains to its end."""
+    from jabcli.runs.runs import Run
+    from jabcli.training import training
+
+    args = ["train", *TINY, "--steps", "300", "--out", "same"]
+    lock = tmp_path / "same/.lock"
+    first = None
+    check = training.check
+
+    def check_then_let_the_first_take_the_folder(experiment):
+        nonlocal first
+        check(experiment)
+        first = subprocess.Popen(
+            [sys.executable, "-m", "jabcli", *args],
+            cwd=tmp_path,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while not (Run(tmp_path / "same").is_running() and lock.read_text() == str(first.pid)):
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
+
+    monkeypatch.setattr(training, "check", check_then_let_the_first_take_the_folder)
+    second = jab_here(*args, cwd=tmp_path, check=False)
+    _, err = first.communicate(timeout=300)
+    assert second.returncode == 2 and second.stdout == ""
+    assert second.stderr == (
+        f"jab: error: same is being written by another jab process (pid {first.pid})\n"
+    )
+    assert first.returncode == 0, err
+    assert newest_step(tmp_path / "same") == 300
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_the_lock_file_is_not_executable_and_follows_the_umask(tmp_path, umask, mode):
+    from jabcli.runs.runs import Run
+
+    before = os.umask(umask)
+    try:
+        with Run(tmp_path).lock():
+            made = (tmp_path / ".lock").stat().st_mode & 0o777
+    finally:
+        os.umask(before)
+    assert oct(made) == oct(mode)
+
+
+def read_only(folder: Path) -> list[str]:
+    """The start of a command line that runs the rest with `folder` mounted read-only: a
+    bind mount, in user and mount namespaces of its own, as a user may make them (no
+    root needed). Where the kernel or the sandbox allows no such namespace, the test is
+    skipped."""
+    remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", remount, str(folder)]
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare command to mount a folder read-only")
+    probe = subprocess.run([*prefix, "touch", str(folder / "probe")], capture_output=True)
+    if b"Read-only file system" not in probe.stderr:
+        pytest.skip(f"cannot mount a folder read-only here: {probe.stderr.decode().strip()}")
+    return prefix
+
+
+def test_training_into_an_empty_folder_on_a_read_only_file_system_is_one_line_saying_so(
+    tmp_path,
+):
+    (tmp_path / "ro/empty").mkdir(parents=True)
+    command = [sys.executable, "-m", "jabcli", "train", *TINY, "--out", "ro/empty"]
+    result = subprocess.run(
+        [*read_only(tmp_path / "ro"), *command],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "jab: error: could not write ro/empty: read-only file system\n"
+    assert list((tmp_path / "ro/empty").iterdir()) == []
 
 
 def test_a_lock_file_left_behind_never_blocks_a_run(three_checkpoints):
@@ -388,18 +482,22 @@ def test_ctrl_c_while_jab_starts_exits_130_with_one_line_and_no_broken_run(tmp_p
         assert inspection.load(run).step == newest_step(run)
 
 
-def ctrl_c_twice(proc: subprocess.Popen) -> tuple[str, str]:
-    """Ctrl-C `proc`, then again once it said a line on stdout (or after 10 s): that line
-    ("" for none) and its stderr, once it ended (within 15 s, else the test fails)."""
+def ctrl_c_twice(proc: subprocess.Popen) -> tuple[str, str, str]:
+    """Ctrl-C `proc`, then again once it said a line on stdout (or after 10 s), later than
+    the same Ctrl-C delivered twice could come: that line ("" for none), the rest of its
+    stdout and its stderr, once it ended (within 15 s, else the test fails)."""
+    from jabcli.training.session import SAME_SIGNAL_S
+
     proc.send_signal(signal.SIGINT)
     said = select.select([proc.stdout], [], [], 10)[0] and proc.stdout.readline()
+    time.sleep(SAME_SIGNAL_S)
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=15)
+        out, err = proc.communicate(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("the second Ctrl-C did not end the process while it computed")
-    return said or "", err
+    return said or "", out, err
 
 
 def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_at_once(
@@ -425,7 +523,7 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
     # FLOPs); a moment later it is inside the long chunk, which runs for many seconds.
     assert proc.stdout.readline().startswith("Training copy"), proc.stderr.read()
     time.sleep(1)
-    said, err = ctrl_c_twice(proc)
+    said, _, err = ctrl_c_twice(proc)
     assert said.startswith("Stopping when the steps under way end"), said
     assert "Ctrl-C again stops at once" in said
     assert proc.returncode == 130
@@ -439,6 +537,54 @@ def compiling(program: str, log: str) -> bool:
     """Whether JAX's log (JAX_LOG_COMPILES) says it compiled `program`: 'Compiling
     jit(NAME)' in today's JAX, 'Compiling NAME with global shapes' in 0.6 (Python 3.10's)."""
     return f"Compiling jit({program})" in log or f"Compiling {program} with" in log
+
+
+def test_a_second_ctrl_c_still_prints_the_command_that_resumes_the_run_it_kept(tmp_path):
+    chunk = ["--set", "train.log_every=20000"]  # one long chunk, as in the test above
+    jab_here("train", *TINY, *chunk, "--steps", "20", "--out", "run", cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jabcli", "resume", "run", "--steps", "20000"],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:  # said once the step is compiled, before the long chunk
+        if line.startswith("Training copy"):
+            break
+    time.sleep(1)
+    _, out, err = ctrl_c_twice(proc)
+    assert proc.returncode == 130
+    assert err == "jab: error: interrupted; run run kept; its newest checkpoint is at step 20\n"
+    assert "Resume with: jab resume run" in " ".join(out.split())
+
+
+def test_one_signal_delivered_twice_at_once_as_timeout_sends_it_stops_once_keeping_the_steps(
+    three_checkpoints,
+):
+    """`timeout -s INT jab train` signals jab, then its process group, jab again, within
+    milliseconds: that is one Ctrl-C, which saves the steps since the last checkpoint, not
+    two, which would stop at once and lose them."""
+    from jabcli.training import session
+
+    class Timeout(session.Observer):
+        sent = False
+
+        def log(self, records):
+            if not self.sent:
+                self.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)  # the first handled as the second comes
+                os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        outcome = session.resume(three_checkpoints / "run", 1000, Timeout())
+    except KeyboardInterrupt as err:
+        pytest.fail(f"taken for a second Ctrl-C: {err}")
+    assert outcome.interrupted_by == signal.SIGINT
+    assert outcome.step == 350  # the first log after 300, not a step evaluated at
+    assert newest_step(three_checkpoints / "run") == 350
 
 
 def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
@@ -459,7 +605,7 @@ def test_ctrl_c_while_a_large_model_compiles_is_answered_at_once(tmp_path):
         if compiling("train_chunk", line):
             break
     time.sleep(1)
-    said, err = ctrl_c_twice(proc)
+    said, _, err = ctrl_c_twice(proc)
     assert said.startswith("Stopping when the steps under way end"), said
     assert proc.returncode == 130
     assert "Finished XLA compilation of jit(train_chunk)" not in err  # it was cut short
@@ -785,11 +931,12 @@ def test_a_lost_manifest_is_rebuilt_so_a_resume_goes_on_from_the_newest_checkpoi
     (three_checkpoints / "run/checkpoints/manifest.json").unlink()
     before = (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes()
     result = jab_here("resume", "run", "--steps", "400", cwd=three_checkpoints)
+    assert result.stderr == (
+        "jab: note: run/checkpoints/manifest.json is missing, though run/checkpoints holds "
+        "checkpoints; rebuilt it from the checkpoint files that pass their checks (steps 100, "
+        "200, 300)\n"
+    )
     said = " ".join(result.stdout.split())
-    assert (
-        "run/checkpoints/manifest.json is missing, though run/checkpoints holds checkpoints; "
-        "rebuilt it from the checkpoint files that pass their checks (steps 100, 200, 300)"
-    ) in said
     assert "Resuming run from step 300" in said  # not from 0, over the checkpoints
     assert (three_checkpoints / "run/checkpoints/step-00000200.npz").read_bytes() == before
     assert newest_step(three_checkpoints / "run") == 400
@@ -824,6 +971,40 @@ def test_a_corrupt_manifest_is_rebuilt_and_predict_still_answers(three_checkpoin
     assert row["state"] == "finished"
     again = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints)
     assert again.stderr == ""  # rebuilt once, for good
+
+
+@pytest.mark.parametrize(
+    "manifest, damage",
+    [
+        (
+            {"format": 1, "checkpoints": [{"file": "step-00000400.npz", "step": 400,
+                                           "sha256": "0" * 64}]},
+            "lists step-00000400.npz, which is missing",
+        ),
+        ({"format": 2, "checkpoints": []}, "is corrupted (format 2, not 1)"),
+        (
+            {"format": 1, "checkpoints": [{"file": "step-00000300.npz", "step": "300",
+                                           "sha256": "0" * 64}]},
+            "is corrupted (unexpected contents)",
+        ),
+    ],
+    ids=["lists-a-missing-file", "unknown-format", "step-not-a-number"],
+)  # fmt: skip
+def test_a_manifest_that_reads_but_disagrees_with_the_files_is_rebuilt_from_them(
+    three_checkpoints, manifest, damage
+):
+    checkpoints = three_checkpoints / "run/checkpoints"
+    (checkpoints / "manifest.json").write_text(json.dumps(manifest))
+    result = jab_here("predict", "012", "--run", "run", cwd=three_checkpoints)
+    assert "012" in result.stdout
+    assert result.stderr == (
+        f"jab: note: run/checkpoints/manifest.json {damage}; rebuilt it from the checkpoint "
+        "files that pass their checks (steps 100, 200, 300); the damaged manifest is kept as "
+        "manifest.json.damaged\n"
+    )
+    rebuilt = json.loads((checkpoints / "manifest.json").read_text())
+    assert [e["step"] for e in rebuilt["checkpoints"]] == [100, 200, 300]
+    assert json.loads((checkpoints / "manifest.json.damaged").read_text()) == manifest
 
 
 def test_a_rebuilt_manifest_leaves_out_a_damaged_checkpoint_and_deletes_nothing(

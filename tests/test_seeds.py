@@ -198,11 +198,12 @@ def test_a_group_resume_says_which_step_it_resumes_from_and_what_it_drops(group,
     manifest = json.loads(path.read_text())
     manifest["checkpoints"] = [e for e in manifest["checkpoints"] if e["step"] != 150]
     path.write_text(json.dumps(manifest))
-    resumed = " ".join(jab_here("resume", "g", "--steps", "175", cwd=tmp_path).stdout.split())
+    resumed = jab_here("resume", "g", "--steps", "175", cwd=tmp_path)
     assert (
-        "resuming from step 100, the newest step at which every seed has a checkpoint; "
-        "g/seed-1's checkpoints at step(s) 150 are dropped"
-    ) in resumed
+        "jab: note: resuming from step 100, the newest step at which every seed has a "
+        "checkpoint; g/seed-1's checkpoints at step(s) 150 are dropped"
+    ) in resumed.stderr.splitlines()
+    assert "Resuming g from step 100" in resumed.stdout
 
 
 def test_a_seed_whose_config_was_edited_is_refused_alike_by_eval_and_resume(group, tmp_path):

@@ -173,7 +173,11 @@ def finish(training) -> None:
     try:
         outcome = training()
     except KeyboardInterrupt as err:  # before Typer turns it into a silent exit
-        interrupted(err.message if isinstance(err, Interrupted) else "")
+        if not isinstance(err, Interrupted):
+            interrupted()
+        if err.kept is not None:  # stopped at once, but what it kept resumes all the same
+            commands("Resume with:", [f"jab resume {shlex.quote(str(err.kept))}"])
+        interrupted(err.message)
     path = shlex.quote(str(outcome.path))  # commands to paste, whatever the folder name
     one = shlex.quote(str(outcome.runs[0].path))  # show-attention takes one seed
     if outcome.interrupted_by is not None:

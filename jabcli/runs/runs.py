@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -121,7 +122,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 def describe(err: OSError) -> str:
     if err.errno == errno.ENOSPC:
         return "the disk is full"
-    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if err.errno == errno.EROFS:
+        return "read-only file system"
+    if err.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     return err.strerror or str(err)
 
@@ -147,7 +150,7 @@ class Mismatch(JabError):
 
 
 def new_run_dir(task: str) -> Path:
-    """Claim a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
+    """Make a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if data_path(task) is not None:
         task = "file-" + Path(data_path(task)).stem
@@ -453,7 +456,10 @@ class Run:
         it when its process dies, however it dies: a left-over file never blocks."""
         path = self.path / ".lock"
         while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR)
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # less the umask, as any file
+            except OSError as err:
+                raise JabError(f"could not write {self.path}: {describe(err)}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -476,6 +482,66 @@ class Run:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
+
+
+class Claim:
+    """New run folders claimed by this process, until the claim ends. Each is locked
+    before anything is written in it and must then hold nothing but its lock, so of two
+    `jab train` started together into one folder, one trains and the other is refused
+    having written nothing; and `discard` removes only what this process made."""
+
+    def __init__(self) -> None:
+        self.locks = contextlib.ExitStack()
+        self.folders: list[Path] = []  # claimed, outermost first
+        self.made: list[Path] = []  # created by this process, outermost first
+        self.discarded = False
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.locks.close()
+        if self.discarded:
+            for folder in reversed(self.made):
+                with contextlib.suppress(OSError):  # not empty: another process's since
+                    folder.rmdir()
+
+    def folder(self, path: Path, made: bool = False) -> Path:
+        """Claim `path`, creating it if it is missing (`made`: the caller just did)."""
+        if made:
+            self.made.append(path)
+        else:
+            try:
+                path.mkdir(parents=True)
+                self.made.append(path)
+            except FileExistsError:
+                if not path.is_dir():
+                    raise JabError(
+                        f"{path} is a file; choose another --out (a new or empty folder)"
+                    ) from None
+            except OSError as err:
+                raise JabError(f"could not create run folder {path}: {describe(err)}") from None
+        self.locks.enter_context(Run(path).lock())
+        if any(entry.name != ".lock" for entry in path.iterdir()):
+            raise JabError(
+                f"{path} already exists and is not an empty folder; choose another --out"
+            )
+        self.folders.append(path)
+        return path
+
+    def discard(self) -> None:
+        """Remove what was written in the claimed folders but their locks; once the claim
+        ends (their locks released), the folders this process made too, if still empty."""
+        for folder in reversed(self.folders):
+            for entry in folder.iterdir():
+                if entry.name == ".lock" or entry in self.folders:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.unlink()
+        self.discarded = True
 
 
 def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:

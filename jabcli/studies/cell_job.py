@@ -27,6 +27,9 @@ class CellObserver:
     def note(self, message: str) -> None:
         self.emit({"event": "note", "message": message})
 
+    def warn(self, message: str) -> None:
+        self.note(message)  # the cell's log is where its notes go
+
     def resuming(self, path: Path, step: int, fresh: bool) -> None:
         if not fresh:  # a cell that has not begun just begins
             self.note(f"Resuming {path} from step {step}")

@@ -19,7 +19,9 @@ fingerprint of its run's config (`runs.fingerprint`) agree: an edited config is 
 a damaged file is a reason to fall back to an earlier checkpoint (`newest_common` for a
 resume, `chosen` for the commands that look at a run). A manifest that is lost or damaged
 is rebuilt from the checkpoint files themselves (`rebuild`): an .npz is a zip archive
-holding a CRC-32 of each array, so each file can be checked without it.
+holding a CRC-32 of each array, so each file can be checked without it. A manifest that
+reads but is not one of these files (another format or shape, a file it lists missing)
+is damaged as well.
 """
 
 from __future__ import annotations
@@ -81,12 +83,14 @@ class Manifest(TypedDict):
 
 
 class ManifestDamaged(JabError):
-    """A manifest that is missing beside checkpoint files, or cannot be read: `repaired`
-    rebuilds it from those files."""
+    """A manifest that is missing beside checkpoint files, cannot be read, or disagrees
+    with the files beside it: `repaired` rebuilds it from those files."""
 
 
 def manifest(run: Run) -> Manifest:
-    """The run's manifest; an empty one for a run with no checkpoint yet."""
+    """The run's manifest; an empty one for a run with no checkpoint yet. One that is not
+    jab's manifest of these files (another format, another shape, a file it lists
+    missing) is damaged, as one that does not read."""
     path = run.checkpoints / MANIFEST
     if not path.exists():
         if any(run.checkpoints.glob("step-*.npz")):  # lost, not new: never train over these
@@ -98,12 +102,37 @@ def manifest(run: Run) -> Manifest:
         raise ManifestDamaged(f"{path} is corrupted (not valid JSON)") from None
     except OSError as err:
         raise JabError(f"could not read {path}: {describe(err)}") from None
-    entries = found.get("checkpoints") if isinstance(found, dict) else None
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and {"file", "step", "sha256"} <= e.keys() for e in entries
-    ):
+    if not isinstance(found, dict) or found.get("format") != FORMAT:
+        what = found.get("format") if isinstance(found, dict) else None
+        raise ManifestDamaged(f"{path} is corrupted (format {what!r}, not {FORMAT})")
+    entries = found.get("checkpoints")
+    if not isinstance(entries, list) or not all(map(_is_entry, entries)):
         raise ManifestDamaged(f"{path} is corrupted (unexpected contents)")
+    if not isinstance(found.get("best"), (str, type(None))):
+        raise ManifestDamaged(f"{path} is corrupted (unexpected contents)")
+    missing = [e["file"] for e in entries if not (run.checkpoints / e["file"]).is_file()]
+    if missing:
+        are = "is" if len(missing) == 1 else "are"
+        raise ManifestDamaged(f"{path} lists {', '.join(missing)}, which {are} missing")
     return found
+
+
+def _is_entry(entry: object) -> bool:
+    """Whether `entry` is shaped as a `CheckpointEntry`."""
+
+    def number(value: object) -> bool:
+        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("file"), str)
+        and FILE_NAME.fullmatch(entry["file"]) is not None
+        and type(entry.get("step")) is int
+        and isinstance(entry.get("sha256"), str)
+        and number(entry.get("eval_seq_acc"))
+        and isinstance(entry.get("config"), (str, type(None)))
+        and number(entry.get("flops_per_step"))
+    )
 
 
 def repaired(run: Run, note: Callable[[str], None]) -> Manifest:

@@ -4,23 +4,28 @@ it never prints and never exits.
 
 Ctrl-C or SIGTERM stops the loop between two chunks and the current step is saved
 (`Outcome.interrupted_by` says which signal); a second one stops at once and raises
-`Interrupted`, which says what was kept. A new run that fails before its first
-checkpoint is removed, so runs/ never holds a run that cannot be evaluated or resumed;
-a run killed before its first checkpoint resumes from step 0.
+`Interrupted`, which says what was kept. The same signal again within `SAME_SIGNAL_S` of
+the first is that one delivered twice, not a second: `timeout -s INT` signals jab, then
+its process group, jab again. A new run that fails before its first checkpoint is
+removed, so runs/ never holds a run that cannot be evaluated or resumed; a run killed
+before its first checkpoint resumes from step 0. A new run's folders are claimed (locked)
+before anything is written in them (`runs.Claim`): a `jab train` refused a folder another
+is training into removes nothing of it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jabcli.core import runtime
 from jabcli.core.config import for_seed
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, Note
 from jabcli.runs import runs
 from jabcli.runs.loggers import Logs
 from jabcli.runs.runs import Run
@@ -32,13 +37,21 @@ if TYPE_CHECKING:
     from jabcli.model.experiment import Experiment
     from jabcli.training.training import HeldOutResult
 
+# A signal that comes again within this many seconds of the first is the first delivered
+# twice (`timeout -s INT` sends it to jab, then to jab's process group, within
+# milliseconds), not a second Ctrl-C: a person who reads the first's line and presses
+# again takes longer.
+SAME_SIGNAL_S = 0.5
+
 
 class Interrupted(KeyboardInterrupt):
-    """A second Ctrl-C stopped training at once; `message` says what was kept."""
+    """A second Ctrl-C stopped training at once; `message` says what was kept, `kept` is
+    the run (or group) that a resume goes on with (None: it was removed)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kept: Path | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.kept = kept
 
 
 class Observer:
@@ -58,7 +71,13 @@ class Observer:
         None when XLA does not say)."""
 
     def note(self, message: str) -> None:
-        """Something worth telling: resuming, a broken checkpoint skipped."""
+        """Something worth telling: resuming, unreadable metrics lines set aside."""
+
+    def warn(self, message: str) -> None:
+        """Something done in the user's stead before a resume trains (a damaged checkpoint
+        passed over, a manifest rebuilt): a `Note` warning, as loading a run for `jab
+        eval` gives, which the command line prints as one line on stderr."""
+        warnings.warn(message, Note, stacklevel=2)
 
     def resuming(self, path: Path, step: int, fresh: bool) -> None:
         """Training of `path` goes on from `step`; `fresh`: it has no checkpoint yet, so
@@ -68,9 +87,10 @@ class Observer:
 
     def stopping(self, signum: int) -> None:
         """A first SIGINT or SIGTERM arrived: training stops once the chunk of steps under
-        way ends, with a checkpoint there; a second one stops at once. Said within
-        milliseconds of the signal while a chunk runs (on a slow model, minutes before
-        it ends), from the training thread; during an evaluation, once it ends."""
+        way ends, with a checkpoint there; a second one (not the same one delivered twice,
+        see `SAME_SIGNAL_S`) stops at once. Said within milliseconds of the signal while a
+        chunk runs (on a slow model, minutes before it ends), from the training thread;
+        during an evaluation, once it ends."""
         self.note(stopping_line(signum))
 
     def log(self, records: list[dict[str, Any]]) -> None:
@@ -122,12 +142,14 @@ def stopping_line(signum: int, *, cells: bool = False) -> str:
 
 class StopRequest:
     """Turns SIGINT/SIGTERM into a flag the training loop polls (a second signal stops at
-    once). The first poll that finds it set tells `on_first`: from the polling thread,
-    since a signal handler that prints could wait forever on a lock its own thread
-    holds (Rich's, mid-line)."""
+    once; the first one again within `SAME_SIGNAL_S` is that one, delivered twice). The
+    first poll that finds it set tells `on_first`: from the polling thread, since a
+    signal handler that prints could wait forever on a lock its own thread holds (Rich's,
+    mid-line)."""
 
     def __init__(self, on_first: Callable[[int], None] | None = None) -> None:
         self.signum: int | None = None
+        self.first_at = 0.0  # time.monotonic() when the first signal was handled
         self.on_first = on_first
         self.told = False
 
@@ -142,9 +164,11 @@ class StopRequest:
             signal.signal(s, handler)
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum is not None:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        self.signum = signum
+        now = time.monotonic()
+        if self.signum is None:
+            self.signum, self.first_at = signum, now
+        elif signum != self.signum or now - self.first_at >= SAME_SIGNAL_S:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop at once
 
     def __call__(self) -> bool:
         if self.signum is not None and not self.told:
@@ -174,9 +198,9 @@ def start(
     check(experiment)
     observer = observer or Observer()
     # A Ctrl-C while the folder is made stops training at step 0.
-    with StopRequest(getattr(observer, "stopping", None)) as stop:
-        path, created = create(experiment, out)
-        return _train(path, created, experiment, None, observer, stop)
+    with StopRequest(getattr(observer, "stopping", None)) as stop, runs.Claim() as claim:
+        path, created = create(experiment, out, claim)
+        return _train(path, created, experiment, None, observer, stop, claim)
 
 
 def resume(path: Path | None, steps: int | None, observer: Observer | None = None) -> Outcome:
@@ -194,7 +218,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
     observer = observer or Observer()
     from jabcli.training.training import check
 
-    step, arrays = checkpoints.newest_common(seeds, warn=observer.note)
+    step, arrays = checkpoints.newest_common(seeds, warn=observer.warn)
     if arrays is None:  # from step 0, which _train says
         states = None
     else:
@@ -214,11 +238,12 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
             )
     check(experiment)
-    with StopRequest(getattr(observer, "stopping", None)) as stop:
+    with StopRequest(getattr(observer, "stopping", None)) as stop, contextlib.ExitStack() as locks:
+        for run in seeds:
+            locks.enter_context(run.lock())
         for run, saved in zip(seeds, saved_steps):
             if saved != cfg.train.steps:
-                with run.lock():
-                    run.set_steps(cfg.train.steps)
+                run.set_steps(cfg.train.steps)
         return _train(path, seeds, experiment, (step, states), observer, stop)
 
 
@@ -230,27 +255,37 @@ def trained_enough(run: Run, steps: int) -> bool:
     return step >= steps or (bool(listed) and run.at_target(step))
 
 
-def create(experiment: Experiment, out: Path | None) -> tuple[Path, list[Run]]:
+def create(
+    experiment: Experiment, out: Path | None, claim: runs.Claim | None = None
+) -> tuple[Path, list[Run]]:
     """A new run folder with its config, or a group folder with one run per seed, not
-    trained yet (`resume` trains it from step 0); on failure, nothing of it is left
-    behind."""
+    trained yet (`resume` trains it from step 0), held by `claim` until it ends (by
+    default, until this returns); on failure, nothing this process made is left behind,
+    and nothing another process made is touched."""
+    if claim is None:
+        with runs.Claim() as claim:
+            return create(experiment, out, claim)
     cfg = experiment.config
-    existed = out is not None and out.is_dir()  # start() allows only an empty one
-    path = out or runs.new_run_dir(cfg.task.name)
     try:
+        if out is None:
+            path = claim.folder(runs.new_run_dir(cfg.task.name), made=True)
+        else:
+            path = claim.folder(out)
         if cfg.train.seeds == 1:
             return path, [Run.create(path, cfg, experiment.tokenizer)]
         seeds = cfg.train.group
         created = [
-            Run.create(runs.seed_folder(path, seed), for_seed(cfg, seed), experiment.tokenizer)
+            Run.create(
+                claim.folder(runs.seed_folder(path, seed)),
+                for_seed(cfg, seed),
+                experiment.tokenizer,
+            )
             for seed in seeds
         ]
         runs.write_group(path, seeds)
         return path, created
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        if existed:
-            path.mkdir()
+        claim.discard()
         raise
 
 
@@ -261,35 +296,34 @@ def _train(
     resumed: tuple[int, list[Any] | None] | None,
     observer: Observer,
     stop: StopRequest,
+    claim: runs.Claim | None = None,
 ) -> Outcome:
-    """Train until done, early-stopped or interrupted, checkpointing along the way;
-    `resumed` is the step and the seeds' states to continue from (None: from the seeds)."""
+    """Train until done, early-stopped or interrupted, checkpointing along the way, the
+    seeds' locks held by the caller; `resumed` is the step and the seeds' states to
+    continue from (None: from the seeds), `claim` a new run's (None: a resume's)."""
     try:
-        with contextlib.ExitStack() as locks:
+        if resumed is not None:
             for run in seeds:
-                locks.enter_context(run.lock())
-            if resumed is not None:
-                for run in seeds:
-                    checkpoints.forget_after(run, resumed[0])
-                    rejected = run.truncate_metrics(resumed[0])
-                    if rejected:
-                        observer.note(
-                            f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
-                            f"moved to {runs.REJECTED_METRICS}"
-                        )
-                observer.resuming(path, resumed[0], fresh=resumed[1] is None)
-            states = resumed[1] if resumed is not None else None
-            return _loop(path, seeds, experiment, states, observer, stop)
+                checkpoints.forget_after(run, resumed[0])
+                rejected = run.truncate_metrics(resumed[0])
+                if rejected:
+                    observer.note(
+                        f"{rejected} unreadable line(s) of {run.path}/metrics.jsonl "
+                        f"moved to {runs.REJECTED_METRICS}"
+                    )
+            observer.resuming(path, resumed[0], fresh=resumed[1] is None)
+        states = resumed[1] if resumed is not None else None
+        return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
             saved = [checkpoints.entries(run) for run in seeds]
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
-        removed = resumed is None and saved is not None and not any(saved)
+        removed = claim is not None and saved is not None and not any(saved)
         if removed:
-            shutil.rmtree(path, ignore_errors=True)  # nothing worth keeping yet
+            claim.discard()  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
-            raise Interrupted(_kept(path, saved, removed)) from err
+            raise Interrupted(_kept(path, saved, removed), None if removed else path) from err
         raise
 
 
