@@ -27,6 +27,7 @@ from jabcli.api.formatting import (
     training_header,
 )
 from jabcli.cli.display import console, live, say
+from jabcli.core.config import task_word
 from jabcli.training.session import Observer
 
 
@@ -67,7 +68,11 @@ class TrainView(Observer):
         self.target = cfg.train.target_seq_acc
         say(training_header(experiment, path, parameters, flops))
         self.bar = self.progress.add_task(
-            cfg.task.name, total=cfg.train.steps, completed=start_step, speed="", ended=""
+            task_word(cfg.task.name),
+            total=cfg.train.steps,
+            completed=start_step,
+            speed="",
+            ended="",
         )
         self.live = live(self.render())
         self.live.__enter__()

@@ -42,7 +42,7 @@ def tasks_command(
     ] = False,
 ) -> None:
     """List the built-in tasks."""
-    from jabcli.cli.display import commands, console
+    from jabcli.cli.display import commands, console, say
     from jabcli.cli.tables import task_table
     from jabcli.core.config import TaskConfig, preset
     from jabcli.tasks.derived import aligned
@@ -66,10 +66,17 @@ def tasks_command(
         print(json.dumps(rows, indent=1))
         return
     console.print(task_table(rows))
+    from jabcli.tasks.user_code import entry_points
+
+    installed = entry_points()  # named, not imported: their code runs only when trained
+    for name, point in installed.items():
+        package = f" from {point.dist.name} {point.dist.version}" if point.dist else ""
+        say(f"Installed task {name}: {point.value}{package} (entry point jab.tasks)")
     commands("Train one with:", ["jab train --task NAME"])
     commands(
         "Or on your own input/output pairs (.tsv or .jsonl):", ["jab train --task file:PAIRS.tsv"]
     )
+    commands("Or your own task, a class in your own file:", ["jab train --task PATH.py:Class"])
 
 
 def runs_command(

@@ -97,7 +97,7 @@ def train(
             raise JabError(
                 "--resume continues a run with its saved config; only --steps may change"
             )
-        resume_command(run, steps, no_cache)
+        resume_command(run, steps, no_cache=no_cache)
         return
     if run is not None:
         raise JabError(f"unexpected argument {str(run)!r}; did you mean {meant(run)}?")

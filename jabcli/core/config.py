@@ -135,6 +135,13 @@ def is_code(task: str) -> bool:
     return data_path(task) is None and ":" in task
 
 
+def task_word(task: str) -> str:
+    """How headings, tables and new run folders name a task: a class in the user's code by
+    its class (ends.py:Ends -> Ends), read from the name alone (no code is loaded for it);
+    any other task by its name."""
+    return task.rpartition(":")[2] if is_code(task) else task
+
+
 def is_yaml(task: str) -> bool:
     """Whether --task names a task YAML file rather than a built-in task, a data file
     (file:data/pairs.tsv holds a / too) or a class in the user's code."""

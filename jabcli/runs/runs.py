@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code
+from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code, task_word
 from jabcli.core.errors import JabError, Note
 from jabcli.core.tokenizer import Tokenizer
 from jabcli.tasks.user_code import CODE_FILE
@@ -154,6 +154,7 @@ def new_run_dir(task: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if data_path(task) is not None:
         task = "file-" + Path(data_path(task)).stem
+    task = task_word(task).lower()
     for n in range(1, 1000):
         path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
         try:

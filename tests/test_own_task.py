@@ -1,0 +1,161 @@
+"""A task of the user's own, from a file (`--task PATH.py:Class`): the example of
+docs/own-task.md trained through the command line and the API, the run's copy of the
+code loaded after the original moves, code that arrives in a run imported only when
+trusted, and mistakes in the user's code named."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from jabrun import TINY_OVERRIDES, TINY_SETS, jab_here
+
+import jabcli as jab
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "own-task.md"
+SETS = [arg for value in TINY_SETS for arg in ("--set", value)]
+
+
+def example() -> str:
+    """The page's worked example, as a user would copy it."""
+    return re.search(r"```python\n(.*?)```", DOC.read_text(), re.S).group(1)
+
+
+@pytest.fixture(scope="module")
+def ends_run(tmp_path_factory):
+    """The page's task trained for 100 steps from its own file, which is then moved away."""
+    folder = tmp_path_factory.mktemp("own")
+    (folder / "ends.py").write_text(example())
+    trained = jab_here("train", "--task", "ends.py:Ends", *SETS, "--steps", "100",
+                       "--out", "run", cwd=folder)  # fmt: skip
+    assert "Training Ends" in trained.stdout
+    (folder / "ends.py").rename(folder / "moved.py")
+    return folder
+
+
+def test_the_docs_own_task_trains_and_its_run_answers_after_the_file_moves(ends_run):
+    assert (ends_run / "run/task-code.py").read_text() == example()
+    answered = jab_here("predict", "--run", "run", "0123", "31", cwd=ends_run)
+    assert "30" in answered.stdout and "13" in answered.stdout  # the references
+    evaluated = jab_here("eval", "run", "--samples", "20", "--json", cwd=ends_run)
+    assert json.loads(evaluated.stdout)["task"] == "Ends"
+
+
+def test_the_api_trains_a_task_named_by_its_file_and_class(ends_run, tmp_path):
+    shutil.copy(ends_run / "moved.py", tmp_path / "ends.py")
+    run = jab.train(str(tmp_path / "ends.py") + ":Ends", steps=20, overrides=TINY_OVERRIDES,
+                    out=tmp_path / "api")  # fmt: skip
+    assert run.predict("012")[0]["expected"] == "20"
+
+
+def test_a_changed_original_is_noted_once_and_the_run_keeps_its_copy(ends_run, tmp_path):
+    shutil.copytree(ends_run / "run", tmp_path / "run")
+    shutil.copy(ends_run / "moved.py", tmp_path / "ends.py")
+    record = (tmp_path / "run/task-code.json").read_text()
+    (tmp_path / "run/task-code.json").write_text(
+        re.sub(r'"source": "[^"]*"', f'"source": "{tmp_path / "ends.py"}"', record)
+    )
+    (tmp_path / "ends.py").write_text(example() + "\n# changed since\n")
+    answered = jab_here("predict", "--run", "run", "0123", cwd=tmp_path)
+    assert answered.stderr.count("has changed since") == 1
+    assert "uses its own copy" in answered.stderr
+
+
+def test_code_that_came_with_a_run_is_imported_only_when_the_user_trusts_it(
+    ends_run, tmp_path, monkeypatch
+):
+    shutil.copytree(ends_run / "run", tmp_path / "run")
+    ran = tmp_path / "it-ran"
+    code = tmp_path / "run/task-code.py"
+    code.write_text(code.read_text() + f"\nopen({str(ran)!r}, 'w').close()\n")
+    refused = jab_here("predict", "--run", "run", "0123", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and not ran.exists()
+    assert "JAB_TRUST_CODE=1" in refused.stderr and refused.stderr.count("\n") == 1
+    monkeypatch.setenv("JAB_TRUST_CODE", "1")
+    assert jab_here("predict", "--run", "run", "0123", cwd=tmp_path).returncode == 0
+    assert ran.exists()
+    monkeypatch.delenv("JAB_TRUST_CODE")  # remembered from then on
+    assert jab_here("predict", "--run", "run", "0123", cwd=tmp_path).returncode == 0
+
+
+WRONG = {
+    "no such file": ("", "nothere.py:Ends", "could not read nothere.py"),
+    "no such class": ("ends", "wrong.py:Endz", "wrong.py has no Endz"),
+    "not a task": ("class Ends:\n    pass\n", "wrong.py:Ends", "is not a task: subclass"),
+    "members missing": (
+        "from jabcli import Task\n\nclass Ends(Task):\n    name = 'ends'\n",
+        "wrong.py:Ends",
+        "wrong.py:Ends does not define description, solve, targets",
+    ),
+    "no such module": ("", "nothere_at_all.tasks:Ends", "no module named 'nothere_at_all.tasks'"),
+    "solve and targets disagree": (
+        "wrong_solve",
+        "wrong.py:Ends",
+        "task ends: solve and targets disagree on input ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", WRONG)
+def test_a_mistake_in_the_users_task_is_named_in_one_line_before_anything_is_written(
+    case, tmp_path
+):
+    code, task, message = WRONG[case]
+    if code == "ends":
+        code = example()
+    elif code == "wrong_solve":
+        code = example().replace("text[-1] + text[0]", "text[0] + text[-1]")
+    (tmp_path / "wrong.py").write_text(code)
+    refused = jab_here("train", "--task", task, *SETS, "--out", "run", cwd=tmp_path, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert message in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_exception_in_the_users_code_shows_their_traceback_not_jabs(tmp_path):
+    helper = "\n\ndef helper(text):\n    return text[99]\n"
+    code = example().replace("return text[-1] + text[0]", "return helper(text)") + helper
+    (tmp_path / "broken.py").write_text(code)
+    refused = jab_here("train", "--task", "broken.py:Ends", *SETS, "--out", "run",
+                       cwd=tmp_path, check=False)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("Traceback (your code):\n")
+    assert "broken.py" in refused.stderr and "return text[99]" in refused.stderr
+    assert "jabcli" not in refused.stderr  # none of jab's own frames
+    assert refused.stderr.rstrip().splitlines()[-1].startswith("jab: error: ends's solve(")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_installed_packages_task_is_listed_and_trained_by_its_entry_point_name(
+    ends_run, tmp_path, monkeypatch
+):
+    site = tmp_path / "site"
+    (site / "mytasks").mkdir(parents=True)
+    (site / "mytasks/__init__.py").write_text("")
+    shutil.copy(ends_run / "moved.py", site / "mytasks/ends.py")
+    info = site / "mytasks-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mytasks\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[jab.tasks]\nends = mytasks.ends:Ends\n")
+    monkeypatch.syspath_prepend(str(site))
+    listed = jab_here("tasks", cwd=tmp_path).stdout
+    assert "Installed task ends: mytasks.ends:Ends from mytasks 0.1" in " ".join(listed.split())
+    jab_here("train", "--task", "ends", *SETS, "--steps", "20", "--out", "run", cwd=tmp_path)
+    assert not (tmp_path / "run/task-code.py").exists()  # installed code: named, not copied
+    assert jab_here("predict", "--run", "run", "31", cwd=tmp_path).returncode == 0
+
+
+def test_a_study_mixes_a_users_task_with_a_built_in_one(ends_run, tmp_path):
+    shutil.copy(ends_run / "moved.py", tmp_path / "ends.py")
+    sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
+    (tmp_path / "mixed.yaml").write_text(
+        f"name: mixed\nbase:\n  steps: 20\n  set:\n{sets}\n"
+        "rows:\n  - {name: mine, task: 'ends.py:Ends'}\n  - {name: copy, task: copy}\n"
+        "evaluate: {lengths: 1-6, samples: 5}\n"
+    )
+    ran = jab_here("study", "run", "mixed.yaml", "--out", "study", "--workers", "1",
+                   cwd=tmp_path, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    shown = jab_here("study", "show", "study", "--json", cwd=tmp_path).stdout
+    assert '"mine"' in shown and '"copy"' in shown
