@@ -159,3 +159,16 @@ def test_a_study_mixes_a_users_task_with_a_built_in_one(ends_run, tmp_path):
     assert ran.returncode == 0, ran.stderr
     shown = jab_here("study", "show", "study", "--json", cwd=tmp_path).stdout
     assert '"mine"' in shown and '"copy"' in shown
+
+
+def test_jab_tasks_new_writes_a_template_task_that_trains_as_it_is(tmp_path):
+    wrote = jab_here("tasks", "--new", "last_first", cwd=tmp_path)
+    assert "jab train --task last_first.py:LastFirst" in wrote.stdout
+    trained = jab_here("train", "--task", "last_first.py:LastFirst", *SETS, "--steps", "20",
+                       "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert "Training LastFirst" in trained.stdout
+    assert jab_here("predict", "--run", "run", "3121", cwd=tmp_path).stdout.count("1312") == 1
+    again = jab_here("tasks", "--new", "last_first", cwd=tmp_path, check=False)
+    assert again.returncode == 2 and "last_first.py already exists" in again.stderr
+    bad = jab_here("tasks", "--new", "Last-First", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "--new takes a task name" in bad.stderr

@@ -40,8 +40,24 @@ def tasks_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list instead of a table.")
     ] = False,
+    new: Annotated[
+        str | None,
+        typer.Option(
+            "--new",
+            metavar="NAME",
+            help="Write NAME.py, a task of your own to start from (it trains as it is).",
+        ),
+    ] = None,
 ) -> None:
-    """List the built-in tasks."""
+    """List the built-in tasks, or start one of your own (--new)."""
+    if new is not None:
+        from jabcli.cli.display import commands, say
+        from jabcli.tasks.template import class_name, write_template
+
+        path = write_template(new)
+        say(f"Wrote {path}, the task {new}: the input, its last symbol first (3141 -> 1314)")
+        commands("Train it with:", [f"jab train --task {path}:{class_name(new)}"])
+        return
     from jabcli.cli.display import commands, console, say
     from jabcli.cli.tables import task_table
     from jabcli.core.config import TaskConfig, preset
