@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.config import task_word
+from jabcli.core.config import short_name
 from jabcli.core.spread import Spread
 
 METRIC_NAMES = {
@@ -89,7 +89,7 @@ def training_header(experiment, path, parameters: int, flops: float | None) -> s
     devices = f"{jax.device_count()} {jax.default_backend()} device(s)"
     model = model_words(cfg.model.positions, cfg.model.arch)
     return (
-        f"Training {seeds}{task_word(cfg.task.name)} "
+        f"Training {seeds}{short_name(cfg.task.name)} "
         f"(lengths {cfg.task.min_len}-{cfg.task.max_len}, "
         f"{model}) into {path} on {devices}; {parameters:,} parameters{cost}{each}"
     )

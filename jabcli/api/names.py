@@ -23,5 +23,6 @@ API = (
 # Task`), by the module that defines it; kept stable.
 CONTRACT = {
     "Task": "jabcli.tasks.contract",
+    "PositionalScheme": "jabcli.model.positions",
     "Tokenizer": "jabcli.core.tokenizer",
 }

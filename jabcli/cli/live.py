@@ -27,7 +27,7 @@ from jabcli.api.formatting import (
     training_header,
 )
 from jabcli.cli.display import console, live, say
-from jabcli.core.config import task_word
+from jabcli.core.config import short_name
 from jabcli.training.session import Observer
 
 
@@ -68,7 +68,7 @@ class TrainView(Observer):
         self.target = cfg.train.target_seq_acc
         say(training_header(experiment, path, parameters, flops))
         self.bar = self.progress.add_task(
-            task_word(cfg.task.name),
+            short_name(cfg.task.name),
             total=cfg.train.steps,
             completed=start_step,
             speed="",

@@ -69,8 +69,8 @@ class ModelConfig:
     @property
     def positions(self) -> str:
         """The positional encoding in a word, or `encoder/decoder` when the sides differ."""
-        src = self.src_pos_encoding or self.pos_encoding
-        tgt = self.tgt_pos_encoding or self.pos_encoding
+        src = short_name(self.src_pos_encoding or self.pos_encoding)
+        tgt = short_name(self.tgt_pos_encoding or self.pos_encoding)
         return src if src == tgt else f"{src}/{tgt}"
 
 
@@ -135,10 +135,10 @@ def is_code(task: str) -> bool:
     return data_path(task) is None and ":" in task
 
 
-def task_word(task: str) -> str:
-    """How headings, tables and new run folders name a task: a class in the user's code by
-    its class (ends.py:Ends -> Ends), read from the name alone (no code is loaded for it);
-    any other task by its name."""
+def short_name(task: str) -> str:
+    """How headings, tables and new run folders name a task or a positional scheme: a
+    class in the user's code by its class (ends.py:Ends -> Ends), read from the name alone
+    (no code is loaded for it); any other by its name."""
     return task.rpartition(":")[2] if is_code(task) else task
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
-from jabcli.core.config import task_word
+from jabcli.core.config import short_name
 from jabcli.core.errors import JabError, Note, suggest
 from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import EOS_ID, clean
@@ -149,7 +149,7 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
     return {
         "run": str(loaded.run.path),
         "step": loaded.step,
-        "task": task_word(t.name),
+        "task": short_name(t.name),
         "pos_encoding": cfg.model.positions,
         "arch": cfg.model.arch,
         "train_lengths": [t.min_len, t.max_len],

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from jabcli.core.config import task_word
+from jabcli.core.config import short_name
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import GROUP_FILE, RUNS_DIR, STUDY_FILE, Mismatch, Run, runs_in
 from jabcli.training import checkpoints
@@ -68,7 +68,7 @@ def summary(run: Run) -> RunRow:
         state = "interrupted"
     return {
         "run": str(run.path),
-        "task": task_word(cfg.task.name),
+        "task": short_name(cfg.task.name),
         "pos_encoding": cfg.model.positions,
         "arch": cfg.model.arch,
         "parameters": checkpoints.parameter_count(run, usable) if usable else None,

@@ -78,6 +78,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jabcli.core.config import is_code
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks import derived
@@ -373,9 +374,31 @@ SCHEMES: dict[str, PositionalScheme] = {
 
 
 def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
+    """The scheme `name` names: one of SCHEMES, or a class in the user's own code
+    (PATH.py:Class, package.module:Class) that subclasses PositionalScheme."""
+    if is_code(name):
+        return user_scheme(name, key)
     if name not in SCHEMES:
-        raise JabError(f"{key} must be one of {', '.join(SCHEMES)}, got {name!r}")
+        raise JabError(
+            f"{key} must be one of {', '.join(SCHEMES)} or PATH.py:Class for your own, got {name!r}"
+        )
     return SCHEMES[name]
+
+
+@functools.cache
+def user_scheme(name: str, key: str) -> PositionalScheme:
+    """A scheme of the user's own, loaded once a process and checked against the contract."""
+    from jabcli.tasks import user_code
+
+    found = user_code.from_code(name, key)
+    if not (isinstance(found, type) and issubclass(found, PositionalScheme)):
+        raise JabError(f"{key}={name} is not a positional scheme: subclass jabcli.PositionalScheme")
+    if not found.name:
+        raise JabError(f"{key}={name} does not define name (see jabcli.PositionalScheme)")
+    try:
+        return found()
+    except Exception as err:
+        raise user_code.UserCodeError(f"{name}()", err, user_code.user_files(err)) from None
 
 
 _shapes_only: ContextVar[bool] = ContextVar("shapes_only", default=False)

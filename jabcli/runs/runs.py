@@ -38,15 +38,15 @@ from typing import Any
 
 import yaml
 
-from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code, task_word
+from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code, short_name
 from jabcli.core.errors import JabError, Note
 from jabcli.core.tokenizer import Tokenizer
-from jabcli.tasks.user_code import CODE_FILE
+from jabcli.tasks.user_code import KEPT
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
-CODE_RECORD = "task-code.json"  # where a run's CODE_FILE was copied from, and its digest
+CODE_RECORD = "code.json"  # where each of a run's copies of the user's code came from
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
 GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete group has it
@@ -58,48 +58,69 @@ def data_copy(source: str) -> str:
     return DATA_FILE + Path(source).suffix.lower()
 
 
-def code_file(task: str) -> str | None:
-    """The Python file a task name in the user's code names (PATH.py:Class), or None."""
-    where = task.rpartition(":")[0] if is_code(task) else ""
+def code_file(value: str) -> str | None:
+    """The Python file a config value in the user's code names (PATH.py:Class), or None."""
+    where = value.rpartition(":")[0] if is_code(value) else ""
     return where if where.endswith(".py") else None
 
 
-def keep_code(path: Path, source: str) -> None:
-    """Copy the task's code into the run folder `path`, with where it came from and its
-    digest (CODE_RECORD), and trust it: the user trained with it."""
+def in_code(cfg: Config) -> dict[str, str]:
+    """The config keys of `cfg` whose values name a class in a file of the user's own
+    (user_code.KEPT: the task, the positional schemes), with each value."""
+    values = {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in KEPT}
+    return {key: value for key, value in values.items() if code_file(value) is not None}
+
+
+def keep_code(path: Path, found: dict[str, str]) -> None:
+    """Copy the files of the user's code that `found` names (config key: value) into the
+    run folder `path`, with where each came from and its digest (CODE_RECORD), and trust
+    them: the user trained with them."""
     from jabcli.tasks import user_code
 
-    try:
-        data = Path(source).read_bytes()
-    except OSError as err:
-        raise JabError(f"could not read {source}: {describe(err)}") from None
-    record = {"source": str(Path(source).resolve()), "sha256": user_code.digest(data)}
-    atomic_write(path / CODE_FILE, data)
-    atomic_write(path / CODE_RECORD, json.dumps(record).encode())
-    user_code.trust(data)
+    record = {}
+    for key, value in found.items():
+        source = code_file(value)
+        try:
+            data = Path(source).read_bytes()
+        except OSError as err:
+            raise JabError(f"could not read {source}: {describe(err)}") from None
+        atomic_write(path / KEPT[key], data)
+        record[key] = {"source": str(Path(source).resolve()), "sha256": user_code.digest(data)}
+        user_code.trust(data)
+    atomic_write(path / CODE_RECORD, json.dumps(record, indent=1).encode())
 
 
-told_changed: set[str] = set()  # the runs whose changed original was said, once a process
+def kept(key: str, value: str, folder: Path | str = "") -> str:
+    """A config value naming the user's code, as the run's copy of it in `folder`."""
+    return f"{Path(folder) / KEPT[key]}:{value.rpartition(':')[2]}"
+
+
+told_changed: set[str] = set()  # the copies whose changed original was said, once a process
 
 
 def changed_since(path: Path) -> None:
-    """Say once, as a note, that the file a run's task code was copied from has changed
-    since (the run goes on using its copy)."""
+    """Say once, as a note, that a file a run's code was copied from has changed since (the
+    run goes on using its copy)."""
     from jabcli.tasks import user_code
 
     try:
         record = json.loads((path / CODE_RECORD).read_text())
-        now = user_code.digest(Path(record["source"]).read_bytes())
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # the original is gone (or the record is): the copy is all there is
-    if now != record["sha256"] and str(path) not in told_changed:
-        told_changed.add(str(path))
-        warnings.warn(
-            f"{record['source']} has changed since {path} was trained; the run uses its "
-            f"own copy, {path / CODE_FILE}",
-            Note,
-            stacklevel=2,
-        )
+    except (OSError, ValueError):
+        return
+    for key, copied in record.items() if isinstance(record, dict) else []:
+        try:
+            now = user_code.digest(Path(copied["source"]).read_bytes())
+        except (OSError, KeyError, TypeError):
+            continue  # the original is gone (or the record is): the copy is all there is
+        told = f"{path}/{key}"
+        if now != copied["sha256"] and told not in told_changed:
+            told_changed.add(told)
+            warnings.warn(
+                f"{copied['source']} has changed since {path} was trained; the run uses "
+                f"its own copy, {path / KEPT[key]}",
+                Note,
+                stacklevel=2,
+            )
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -154,7 +175,7 @@ def new_run_dir(task: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if data_path(task) is not None:
         task = "file-" + Path(data_path(task)).stem
-    task = task_word(task).lower()
+    task = short_name(task).lower()
     for n in range(1, 1000):
         path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
         try:
@@ -279,9 +300,8 @@ class Run:
             run.checkpoints.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise JabError(f"could not create run folder {path}: {describe(err)}") from None
-        code = code_file(cfg.task.name)
-        if code is not None:  # the run's own copy of the task's code, as of its data
-            keep_code(run.path, code)
+        if in_code(cfg):  # the run's own copies of the user's code, as of its data
+            keep_code(run.path, in_code(cfg))
         source = data_path(cfg.task.name)
         if source is not None:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
@@ -299,8 +319,9 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:
             saved["task"]["name"] = FILE_PREFIX + data_copy(source)
-        if code_file(cfg.task.name) is not None:
-            saved["task"]["name"] = f"{CODE_FILE}:{cfg.task.name.rpartition(':')[2]}"
+        for key, value in in_code(cfg).items():
+            section, _, name = key.partition(".")
+            saved[section][name] = kept(key, value)
         self.created = time.strftime("%Y-%m-%dT%H:%M:%S")
         data = {"format": FORMAT, "created": self.created, **saved, "vocab": tokenizer.tokens}
         atomic_write(self.path / "config.yaml", yaml.safe_dump(data, sort_keys=False).encode())
@@ -372,9 +393,10 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
-        code = code_file(cfg.task.name)
-        if code is not None:  # its copy of the task's code, likewise
-            cfg.task.name = f"{self.path / code}:{cfg.task.name.rpartition(':')[2]}"
+        for key, value in in_code(cfg).items():  # its copies of the user's code, likewise
+            section, _, name = key.partition(".")
+            setattr(getattr(cfg, section), name, kept(key, value, self.path))
+        if in_code(cfg):
             changed_since(self.path)
         return cfg, tokenizer
 

@@ -26,7 +26,15 @@ from jabcli.core.errors import JabError
 from jabcli.tasks.contract import Task
 
 ENTRY_POINTS = "jab.tasks"  # the group an installed package registers its tasks under
-CODE_FILE = "task-code.py"  # a run's copy of its task's file
+# A run's copies of the user's files, by the config key that names each: what it imports
+# only when trusted.
+KEPT = {
+    "task.name": "task-code.py",
+    "model.pos_encoding": "pos_encoding-code.py",
+    "model.src_pos_encoding": "src_pos_encoding-code.py",
+    "model.tgt_pos_encoding": "tgt_pos_encoding-code.py",
+}
+CODE_FILE = KEPT["task.name"]
 TRUSTED = "trusted-code"  # digests of the code this machine's jab ran, one a line
 
 
@@ -73,18 +81,24 @@ def trust(data: bytes) -> None:
         raise JabError(f"could not write {path}: {err.strerror}") from None
 
 
-def split(name: str) -> tuple[str, str]:
+def split(name: str, option: str = "--task") -> tuple[str, str]:
     """`where:Class` -> (where, Class), each checked to be there."""
     where, _, attribute = name.rpartition(":")
     if not where or not attribute.isidentifier():
-        raise JabError(f"--task {name}: name a class as PATH.py:Class or package.module:Class")
+        raise JabError(f"{option} {name}: name a class as PATH.py:Class or package.module:Class")
     return where, attribute
 
 
 def task_from_code(name: str) -> type[Task]:
     """The task class `name` refers to (`PATH.py:Class` or `package.module:Class`), loaded
     and checked against the contract."""
-    where, attribute = split(name)
+    return checked(from_code(name, "--task"), name)
+
+
+def from_code(name: str, option: str) -> Any:
+    """What `name` (`PATH.py:Class` or `package.module:Class`, given as `option`) refers
+    to, its module imported (a run's copy only if trusted)."""
+    where, attribute = split(name, option)
     if where.endswith(".py"):
         module = import_file(Path(where))
     else:
@@ -92,7 +106,7 @@ def task_from_code(name: str) -> type[Task]:
     found = getattr(module, attribute, None)
     if found is None:
         raise JabError(f"{where} has no {attribute}")
-    return checked(found, name)
+    return found
 
 
 def import_file(path: Path) -> Any:
@@ -101,7 +115,7 @@ def import_file(path: Path) -> Any:
         data = path.read_bytes()
     except OSError as err:
         raise JabError(f"could not read {path}: {err.strerror}") from None
-    if path.name == CODE_FILE and digest(data) not in trusted():
+    if path.name in KEPT.values() and digest(data) not in trusted():
         if os.environ.get("JAB_TRUST_CODE") != "1":
             raise JabError(
                 f"{path} is code that came with the run, not code you trained with on this "

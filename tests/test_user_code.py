@@ -1,7 +1,8 @@
-"""A task of the user's own, from a file (`--task PATH.py:Class`): the example of
-docs/own-task.md trained through the command line and the API, the run's copy of the
-code loaded after the original moves, code that arrives in a run imported only when
-trusted, and mistakes in the user's code named."""
+"""The user's own code: a task (`--task PATH.py:Class`) and a positional scheme
+(`--set model.pos_encoding=PATH.py:Class`), the examples of docs/own-task.md and
+docs/own-positional-encoding.md trained through the command line and the API, the run's
+copy of the code loaded after the original moves, code that arrives in a run imported
+only when trusted, and mistakes in the user's code named."""
 
 import json
 import re
@@ -9,17 +10,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from jabrun import TINY_OVERRIDES, TINY_SETS, jab_here
+from jabrun import TINY, TINY_OVERRIDES, TINY_SETS, jab_here
 
 import jabcli as jab
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "own-task.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 SETS = [arg for value in TINY_SETS for arg in ("--set", value)]
 
 
-def example() -> str:
-    """The page's worked example, as a user would copy it."""
-    return re.search(r"```python\n(.*?)```", DOC.read_text(), re.S).group(1)
+def example(page: str = "own-task.md") -> str:
+    """A page's worked example, as a user would copy it."""
+    return re.search(r"```python\n(.*?)```", (DOCS / page).read_text(), re.S).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def test_the_api_trains_a_task_named_by_its_file_and_class(ends_run, tmp_path):
 def test_a_changed_original_is_noted_once_and_the_run_keeps_its_copy(ends_run, tmp_path):
     shutil.copytree(ends_run / "run", tmp_path / "run")
     shutil.copy(ends_run / "moved.py", tmp_path / "ends.py")
-    record = (tmp_path / "run/task-code.json").read_text()
-    (tmp_path / "run/task-code.json").write_text(
+    record = (tmp_path / "run/code.json").read_text()
+    (tmp_path / "run/code.json").write_text(
         re.sub(r'"source": "[^"]*"', f'"source": "{tmp_path / "ends.py"}"', record)
     )
     (tmp_path / "ends.py").write_text(example() + "\n# changed since\n")
@@ -172,3 +173,33 @@ def test_jab_tasks_new_writes_a_template_task_that_trains_as_it_is(tmp_path):
     assert again.returncode == 2 and "last_first.py already exists" in again.stderr
     bad = jab_here("tasks", "--new", "Last-First", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "--new takes a task name" in bad.stderr
+
+
+def test_the_docs_own_positional_scheme_trains_and_its_run_compares_after_the_file_moves(
+    trained, tmp_path
+):
+    (tmp_path / "binary.py").write_text(example("own-positional-encoding.md"))
+    jab_here("train", *TINY, "--steps", "20", "--set", "model.pos_encoding=binary.py:Binary",
+             "--out", "run", cwd=tmp_path)  # fmt: skip
+    (tmp_path / "binary.py").unlink()
+    assert (tmp_path / "run/pos_encoding-code.py").is_file()
+    compared = jab_here("compare", "run", trained / "runs/tiny", "--lengths", "2-3",
+                        "--samples", "5", "--json", cwd=tmp_path)  # fmt: skip
+    first, _ = json.loads(compared.stdout)
+    assert first["pos_encoding"] == "Binary"
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("nothere.py:Binary", "could not read nothere.py"),
+        ("tests_helpers_absent.mod:Binary", "no module named 'tests_helpers_absent.mod'"),
+        ("wrong.py:Plain", "is not a positional scheme: subclass jabcli.PositionalScheme"),
+    ],
+)
+def test_a_mistake_in_the_users_scheme_is_named_in_one_line(value, message, tmp_path):
+    (tmp_path / "wrong.py").write_text("class Plain:\n    pass\n")
+    refused = jab_here("train", *TINY, "--set", f"model.pos_encoding={value}", "--out", "run",
+                       cwd=tmp_path, check=False)  # fmt: skip
+    assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
