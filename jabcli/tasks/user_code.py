@@ -178,8 +178,30 @@ def checked(found: Any, name: str) -> type[Task]:
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:
-    """The tasks installed packages register, by name (read only when asked)."""
+    """The tasks installed packages register, by name (read only when asked). Reading
+    every package's entry points takes importlib.metadata 50 ms, a sixth of `jab tasks`:
+    it is asked only when some package's entry_points.txt names the group (1-2 ms)."""
+    if not any_registers():
+        return {}
     return {point.name: point for point in metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def any_registers() -> bool:
+    """Whether an installed package's entry_points.txt has the group ENTRY_POINTS."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(entry, name, "entry_points.txt")) as f:
+                        if f"[{ENTRY_POINTS}]" in f.read():
+                            return True
+                except OSError:
+                    continue
+    return False
 
 
 def task_from_entry_point(point: metadata.EntryPoint) -> type[Task]:
