@@ -234,6 +234,11 @@ CONFIG_CASES = {
         ["task.alphabet=0123"],
         "always uses the alphabet",
     ),
+    "a built-in task over characters jab's vocabulary lacks": (
+        "copy",
+        ["task.alphabet=AB"],
+        "task.alphabet has characters the tokenizer lacks: 'AB'",
+    ),
     "missing data file": ("file:nothere.tsv", [], "does not exist"),
     "data file with a bad line": ("file:bad.tsv", [], "bad.tsv line 2"),
     "a number too big for a float, named as typed": (

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from jabrun import TINY, TINY_OVERRIDES, TINY_SETS, jab_here
 
 import jabcli as jab
@@ -203,3 +204,38 @@ def test_a_mistake_in_the_users_scheme_is_named_in_one_line(value, message, tmp_
                        cwd=tmp_path, check=False)  # fmt: skip
     assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     assert refused.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+GREEK = """
+import jax.numpy as jnp
+
+from jabcli import Task
+
+
+class Capitals(Task):
+    name = "capitals"
+    description = "Greek capitals: αβγ -> ΑΒΓ"
+    default_alphabet = "αβγ"
+    symbols = "ΑΒΓ"  # what answers write beyond the alphabet
+
+    def solve(self, text):
+        return text.upper()
+
+    def targets(self, tokens, lengths):
+        table = jnp.arange(len(self.tokenizer))
+        table = table.at[jnp.array(self.tokenizer.ids("αβγ"))].set(
+            jnp.array(self.tokenizer.ids("ΑΒΓ"))
+        )
+        return table[tokens], lengths
+"""
+
+
+def test_a_users_task_over_its_own_symbols_trains_and_its_run_keeps_that_vocabulary(tmp_path):
+    (tmp_path / "greek.py").write_text(GREEK)
+    sets = [arg for value in TINY_SETS if "alphabet" not in value for arg in ("--set", value)]
+    jab_here("train", "--task", "greek.py:Capitals", *sets, "--steps", "20", "--out", "run",
+             cwd=tmp_path)  # fmt: skip
+    vocab = yaml.safe_load((tmp_path / "run/config.yaml").read_text())["vocab"]
+    assert vocab[-6:] == sorted("αβγΑΒΓ") and "a" in vocab  # the shared ones, then its own
+    answered = jab_here("predict", "--run", "run", "αβγγ", cwd=tmp_path)
+    assert "ΑΒΓΓ" in answered.stdout  # the reference

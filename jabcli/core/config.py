@@ -18,7 +18,6 @@ from typing import Any
 import yaml
 
 from jabcli.core.errors import JabError, suggest
-from jabcli.core.tokenizer import DATA_CHARS
 
 # What a run's config.yaml holds beside its config: given to --config (to train a new run
 # like a saved one), they are skipped; the new run has today's vocabulary.
@@ -379,11 +378,5 @@ def validate(config: Config) -> None:
                 f"train.log_to takes {' or '.join(LOGGERS)} (or both, comma-separated), "
                 f"got {name.strip()!r}{suggest(name.strip(), LOGGERS)}"
             )
-    outside = sorted(set(t.alphabet) - set(DATA_CHARS))
-    if outside:
-        raise JabError(
-            f"task.alphabet has characters the tokenizer lacks: {''.join(outside)!r}; "
-            f"allowed: {DATA_CHARS!r}"
-        )
     if len(set(t.alphabet)) != len(t.alphabet):
         raise JabError(f"task.alphabet repeats characters: {t.alphabet!r}")

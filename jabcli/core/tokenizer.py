@@ -42,6 +42,13 @@ class Tokenizer:
         """The shared vocabulary followed by the index hints."""
         return cls((*SPECIALS, *DATA_CHARS, *HINT_TOKENS))
 
+    @classmethod
+    def for_symbols(cls, symbols: str, hints: bool = False) -> Tokenizer:
+        """The shared vocabulary, then the characters of `symbols` it lacks (a task of the
+        user's own may use any), in code-point order, then the index hints if asked for."""
+        extra = sorted(set(symbols) - set(DATA_CHARS))
+        return cls((*SPECIALS, *DATA_CHARS, *extra, *(HINT_TOKENS if hints else ())))
+
     def __len__(self) -> int:
         return len(self.tokens)
 

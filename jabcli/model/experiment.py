@@ -29,7 +29,7 @@ from jabcli.core.config import (
     is_yaml,
 )
 from jabcli.core.errors import JabError
-from jabcli.core.tokenizer import HINTS, Tokenizer
+from jabcli.core.tokenizer import DATA_CHARS, HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
 from jabcli.model.positions import PositionalScheme
 from jabcli.model.registry import get_form
@@ -78,7 +78,7 @@ class Experiment:
         tokenizer is the shared vocabulary (with the index hints if the task has them)
         unless a saved run's is given."""
         t, m = config.task, config.model
-        tokenizer = tokenizer or (Tokenizer.with_hints() if t.index_hints else Tokenizer())
+        tokenizer = tokenizer or new_tokenizer(t)
         task = build_task(t, tokenizer, data)
         if t.alphabet and t.alphabet != task.alphabet:
             raise JabError(
@@ -195,6 +195,23 @@ def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
         )
     if tokenizer.hint_start is None:
         raise JabError("task.index_hints is set, but the run's vocabulary has no index hints")
+
+
+def new_tokenizer(t: TaskConfig) -> Tokenizer:
+    """A new run's vocabulary: the shared one, with the index hints if the task takes them,
+    and, for a task of the user's own, the symbols it uses that the shared one lacks. A
+    built-in task's alphabet must be of the shared characters."""
+    if data_path(t.name) is None and t.name not in TASKS:
+        cls = task_class(t.name)
+        used = (t.alphabet or cls.default_alphabet) + cls.symbols
+        return Tokenizer.for_symbols(used, hints=t.index_hints)
+    outside = sorted(set(t.alphabet) - set(DATA_CHARS))
+    if outside:
+        raise JabError(
+            f"task.alphabet has characters the tokenizer lacks: {''.join(outside)!r}; "
+            f"allowed: {DATA_CHARS!r}"
+        )
+    return Tokenizer.with_hints() if t.index_hints else Tokenizer()
 
 
 def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None) -> Task:

@@ -38,7 +38,8 @@ class Task:
       `draw(key, lengths, max_len)`  sources and answers drawn together, when sources
                              are not uniform strings over the alphabet
       `check_input(text)`    the one-line error for a text that is no valid input
-      `default_alphabet`, `fixed_alphabet`, `min_length`, `level`, `end_scored`
+      `default_alphabet`, `symbols`, `fixed_alphabet`, `min_length`, `level`,
+      `end_scored`
 
     Given: `alphabet`, `tokenizer`, `symbol_ids` (the alphabet's token ids), `options()`,
     `label` and `generated` (both only a file task changes).
@@ -50,6 +51,9 @@ class Task:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     default_alphabet: ClassVar[str] = "0123456789"
+    # Symbols its answers write beyond its alphabet; with the alphabet, what the run's
+    # vocabulary holds (a task of the user's own may use any characters).
+    symbols: ClassVar[str] = ""
     fixed_alphabet: ClassVar[bool] = False  # True when task.alphabet may not change it
     min_length: ClassVar[int] = 1  # shortest valid source
     level: ClassVar[str] = ""  # its level in the Chomsky hierarchy (Delétang et al. 2023)
