@@ -239,3 +239,19 @@ def test_a_users_task_over_its_own_symbols_trains_and_its_run_keeps_that_vocabul
     assert vocab[-6:] == sorted("αβγΑΒΓ") and "a" in vocab  # the shared ones, then its own
     answered = jab_here("predict", "--run", "run", "αβγγ", cwd=tmp_path)
     assert "ΑΒΓΓ" in answered.stdout  # the reference
+
+
+def test_the_docs_own_model_form_trains_evaluates_and_predicts(tmp_path):
+    (tmp_path / "mine.py").write_text(example("own-model-form.md"))
+    trained = jab_here("train", *TINY, "--steps", "30", "--set",
+                       "model.arch=mine.py:HaikuEncoder", "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert "sinusoidal, HaikuEncoder" in trained.stdout
+    (tmp_path / "mine.py").unlink()
+    assert (tmp_path / "run/arch-code.py").is_file()
+    evaluated = json.loads(
+        jab_here("eval", "run", "--samples", "10", "--json", cwd=tmp_path).stdout
+    )
+    assert evaluated["step"] == 30
+    assert jab_here("predict", "--run", "run", "0123", cwd=tmp_path).returncode == 0
+    refused = jab_here("show-attention", "--run", "run", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1

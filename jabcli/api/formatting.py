@@ -71,8 +71,8 @@ def model_words(pos_encoding: str, arch: str | None, positions: str = "") -> str
     from jabcli.model.registry import FORMS
 
     form = FORMS.get(arch or "encoder_decoder")
-    if form is None:  # a form this version of jab does not know
-        return f"{pos_encoding}{positions}, {arch}"
+    if form is None:  # the user's own (by its class), or one this version does not know
+        return f"{pos_encoding}{positions}, {short_name(arch or '')}"
     if not form.positional:
         return form.label
     return f"{pos_encoding}{positions}" + (f", {form.label}" if form.label else "")

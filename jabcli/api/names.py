@@ -24,5 +24,7 @@ API = (
 CONTRACT = {
     "Task": "jabcli.tasks.contract",
     "PositionalScheme": "jabcli.model.positions",
+    "OnePassForm": "jabcli.model.encoder_only",
+    "Form": "jabcli.model.contract",
     "Tokenizer": "jabcli.core.tokenizer",
 }

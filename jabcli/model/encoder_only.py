@@ -169,3 +169,60 @@ class Encoder(Form):
         """One layer's attention scores and activations over the source and its slots."""
         n = src_width + answer_width
         return layer_bytes(m, n, n)
+
+
+class OnePassForm(Form):
+    """A model form of the user's own, in the common case: one pass over the input and
+    one empty slot per answer token, as `model.arch=encoder` reads them (`slotted`). It
+    defines `name` and `forward`; jab lays out the sequence, draws its positions with the
+    run's positional scheme, reads the answer off the slots and decodes it."""
+
+    one_pass = True
+    heads = False  # model.num_heads is the form's own business
+
+    def forward(
+        self,
+        m: ModelConfig,
+        scheme: PositionalScheme,
+        vocab_size: int,
+        ids: jax.Array,
+        positions: jax.Array,
+        is_training: bool,
+    ) -> jax.Array:
+        """Inside `hk.transform`: ids [B, N] (each input's tokens, its empty answer slots,
+        then <pad>, id 0) at positions [B, N] -> logits [B, N, vocab_size]. `m` is the
+        run's model config (model.d_model, model.num_layers, ...)."""
+        raise NotImplementedError
+
+    def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
+        def forward(
+            src,
+            tgt_in,
+            is_training=False,
+            src_positions=None,
+            tgt_positions=None,
+            src_segments=None,
+            tgt_segments=None,
+        ):
+            answer_width = tgt_in.shape[1]
+            slots = answer_slots(task, src, answer_width)
+            if src_positions is None:
+                tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
+                src_positions = counting(*src.shape)
+                tgt_positions = tokens + counting(src.shape[0], answer_width)
+            ids, positions, where = slotted(src, src_positions, slots, tgt_positions)
+            logits = self.forward(m, src_scheme, vocab_size, ids, positions, is_training)
+            return jnp.take_along_axis(logits, where[:, :, None], axis=1), Attention(
+                None, None, None
+            )
+
+        transformed = hk.transform(forward)
+        return ModelFns(transformed.init, transformed.apply, None, None, None)
+
+    def positions(self, key, src_scheme, tgt_scheme, task, src, answer_width, limit):
+        return slot_positions(key, src_scheme, task, src, answer_width, limit)
+
+    def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
+        """As one attention layer over the sequence: a form's own may hold more."""
+        n = src_width + answer_width
+        return layer_bytes(m, n, n)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+
+from jabcli.core.config import is_code
 from jabcli.core.errors import JabError
 from jabcli.model.contract import Form
 from jabcli.model.decoder_only import Decoder
-from jabcli.model.encoder_only import Encoder
+from jabcli.model.encoder_only import Encoder, OnePassForm
 from jabcli.model.model import EncoderDecoder
 from jabcli.model.recurrent import LSTM, StackRNN, TapeRNN
+from jabcli.tasks import user_code
 
 FORMS: dict[str, Form] = {
     form.name: form
@@ -16,7 +20,33 @@ FORMS: dict[str, Form] = {
 
 
 def get_form(name: str) -> Form:
-    """The form `model.arch` names; one line listing the forms if there is none."""
+    """The form `model.arch` names: one of FORMS, or a class in the user's own code
+    (PATH.py:Class, package.module:Class) on the Form contract; one line listing the forms
+    if there is none."""
+    if is_code(name):
+        return user_form(name)
     if name not in FORMS:
-        raise JabError(f"model.arch must be one of {', '.join(FORMS)}, got {name!r}")
+        raise JabError(
+            f"model.arch must be one of {', '.join(FORMS)} or PATH.py:Class for your own, "
+            f"got {name!r}"
+        )
     return FORMS[name]
+
+
+@functools.cache
+def user_form(name: str) -> Form:
+    """A form of the user's own, loaded once a process and checked against the contract."""
+    found = user_code.from_code(name, "model.arch")
+    if not (isinstance(found, type) and issubclass(found, Form)):
+        raise JabError(f"model.arch={name} is not a model form: subclass jabcli.OnePassForm")
+    missing = [
+        member
+        for member in ("name", "forward")
+        if not getattr(found, member, None) or getattr(found, member) is OnePassForm.forward
+    ]
+    if issubclass(found, OnePassForm) and missing:
+        raise JabError(f"model.arch={name} does not define {', '.join(missing)}")
+    try:
+        return found()
+    except Exception as err:
+        raise user_code.UserCodeError(f"{name}()", err, user_code.user_files(err)) from None

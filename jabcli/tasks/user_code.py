@@ -33,6 +33,7 @@ KEPT = {
     "model.pos_encoding": "pos_encoding-code.py",
     "model.src_pos_encoding": "src_pos_encoding-code.py",
     "model.tgt_pos_encoding": "tgt_pos_encoding-code.py",
+    "model.arch": "arch-code.py",
 }
 CODE_FILE = KEPT["task.name"]
 TRUSTED = "trusted-code"  # digests of the code this machine's jab ran, one a line
