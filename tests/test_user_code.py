@@ -255,3 +255,26 @@ def test_the_docs_own_model_form_trains_evaluates_and_predicts(tmp_path):
     assert jab_here("predict", "--run", "run", "0123", cwd=tmp_path).returncode == 0
     refused = jab_here("show-attention", "--run", "run", cwd=tmp_path, check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+
+
+def test_a_ray_cell_holding_code_not_trusted_here_is_not_sent(ends_run, tmp_path, monkeypatch):
+    from jabcli.core.errors import JabError
+    from jabcli.studies import local
+    from jabcli.tasks import user_code
+
+    cell = tmp_path / "cell"
+    shutil.copytree(ends_run / "run", cell / "seed-0")
+    user_code.check_folder(cell)  # trained with here: sent, and its node imports it
+    code = cell / "seed-0/task-code.py"
+    code.write_text(code.read_text() + "\n# from elsewhere\n")
+    with pytest.raises(JabError, match="JAB_TRUST_CODE=1"):
+        user_code.check_folder(cell)
+    started = {}
+
+    class Started:
+        def __init__(self, *args, **options):
+            started.update(options)
+
+    monkeypatch.setattr(local.subprocess, "Popen", Started)
+    local.launch(tmp_path, "cell", tmp_path / "logs", trusted=True)
+    assert started["env"]["JAB_TRUST_CODE"] == "1"  # the node trusts its driver

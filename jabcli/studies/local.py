@@ -79,10 +79,12 @@ class LocalCells:
         return done
 
 
-def launch(out: Path, folder: str, logs: Path):
+def launch(out: Path, folder: str, logs: Path, trusted: bool = False):
     """Start a worker on the cell `folder` of the study folder `out`, its stderr appended
     to logs/<folder>.log; returns the process and a function that passes each of its
-    events, as (folder, event), to a callback until it exits."""
+    events, as (folder, event), to a callback until it exits. `trusted`: the user's code
+    in the cell was checked by the driver (a Ray cell on another machine), so the worker
+    imports it (JAB_TRUST_CODE)."""
     logs.mkdir(exist_ok=True)
     log = open(logs / f"{folder}.log", "ab")
     proc = subprocess.Popen(
@@ -92,7 +94,11 @@ def launch(out: Path, folder: str, logs: Path):
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # a terminal's Ctrl-C reaches the driver alone
         # Several JAX processes share a GPU only if none takes most of its memory up front.
-        env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **os.environ},
+        env={
+            "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+            **os.environ,
+            **({"JAB_TRUST_CODE": "1"} if trusted else {}),
+        },
     )
     proc.log_start = log.tell()  # what this attempt writes, for its error line
     log.close()

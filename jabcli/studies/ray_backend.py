@@ -120,6 +120,10 @@ class RayCells:
         return bool(self.pending)
 
     def start(self, cell: Cell) -> None:
+        from jabcli.tasks import user_code
+
+        # The user's code in the cell is sent only if trusted here: the node trusts its driver.
+        user_code.check_folder(self.out / cell.folder)
         record = (self.out / studies.STUDY_FILE).read_bytes()
         ref = self.task.remote(
             record, cell.folder, archive(self.out / cell.folder), self.coordinator
@@ -249,7 +253,7 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
         out = Path(tmp)
         (out / studies.STUDY_FILE).write_bytes(record)
         unpack(data, out)
-        proc, reader = launch(out, folder, out / studies.LOGS)
+        proc, reader = launch(out, folder, out / studies.LOGS, trusted=True)
         thread = threading.Thread(
             target=reader, args=(lambda e: coordinator.report.remote(e[0], json.dumps(e[1])),)
         )

@@ -82,6 +82,29 @@ def trust(data: bytes) -> None:
         raise JabError(f"could not write {path}: {err.strerror}") from None
 
 
+def check_trusted(path: Path, data: bytes) -> None:
+    """Refuse, in one line, to import `data`, a run's copy of code at `path`, unless it is
+    code the user trained with on this machine or the user says JAB_TRUST_CODE=1 (then
+    it is remembered)."""
+    if digest(data) in trusted():
+        return
+    if os.environ.get("JAB_TRUST_CODE") != "1":
+        raise JabError(
+            f"{path} is code that came with the run, not code you trained with on this "
+            "machine: read it, then run the command again with JAB_TRUST_CODE=1 to "
+            "import it (it is remembered)"
+        )
+    trust(data)
+
+
+def check_folder(folder: Path) -> None:
+    """`check_trusted` for every copy of the user's code in a run, group or cell folder:
+    what a study sends a machine of its Ray cluster, which trusts its driver."""
+    for name in KEPT.values():
+        for path in sorted(folder.rglob(name)):
+            check_trusted(path, path.read_bytes())
+
+
 def split(name: str, option: str = "--task") -> tuple[str, str]:
     """`where:Class` -> (where, Class), each checked to be there."""
     where, _, attribute = name.rpartition(":")
@@ -116,14 +139,8 @@ def import_file(path: Path) -> Any:
         data = path.read_bytes()
     except OSError as err:
         raise JabError(f"could not read {path}: {err.strerror}") from None
-    if path.name in KEPT.values() and digest(data) not in trusted():
-        if os.environ.get("JAB_TRUST_CODE") != "1":
-            raise JabError(
-                f"{path} is code that came with the run, not code you trained with on this "
-                "machine: read it, then run the command again with JAB_TRUST_CODE=1 to "
-                "import it (it is remembered)"
-            )
-        trust(data)
+    if path.name in KEPT.values():
+        check_trusted(path, data)
     module_name = f"jab_user_{digest(data)[:16]}"  # a changed file is another module
     if module_name in sys.modules:
         return sys.modules[module_name]
