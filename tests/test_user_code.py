@@ -149,14 +149,15 @@ def test_an_installed_packages_task_is_listed_and_trained_by_its_entry_point_nam
 
 
 def test_a_study_mixes_a_users_task_with_a_built_in_one(ends_run, tmp_path):
-    shutil.copy(ends_run / "moved.py", tmp_path / "ends.py")
+    (tmp_path / "studies").mkdir()
+    shutil.copy(ends_run / "moved.py", tmp_path / "studies/ends.py")  # beside the study file
     sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
-    (tmp_path / "mixed.yaml").write_text(
+    (tmp_path / "studies/mixed.yaml").write_text(
         f"name: mixed\nbase:\n  steps: 20\n  set:\n{sets}\n"
         "rows:\n  - {name: mine, task: 'ends.py:Ends'}\n  - {name: copy, task: copy}\n"
         "evaluate: {lengths: 1-6, samples: 5}\n"
     )
-    ran = jab_here("study", "run", "mixed.yaml", "--out", "study", "--workers", "1",
+    ran = jab_here("study", "run", "studies/mixed.yaml", "--out", "study", "--workers", "1",
                    cwd=tmp_path, check=False)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     shown = jab_here("study", "show", "study", "--json", cwd=tmp_path).stdout

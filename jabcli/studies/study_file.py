@@ -172,6 +172,9 @@ def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
         return configuration.FILE_PREFIX + str(folder / path)
     if task.endswith((".yaml", ".yml")):
         return str(folder / task)
+    where_code, _, name = task.rpartition(":")
+    if configuration.is_code(task) and where_code.endswith(".py"):  # the user's own file
+        return f"{folder / where_code}:{name}"
     return task
 
 
