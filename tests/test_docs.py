@@ -50,7 +50,7 @@ def test_the_readme_stays_a_five_minute_read():
 
 
 def test_the_docs_send_no_reader_to_the_projects_issues_which_readers_cannot_see():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     found = [
         f"{page.name}: {match.group(0)}"
         for page in pages
