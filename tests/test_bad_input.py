@@ -247,6 +247,16 @@ CONFIG_CASES = {
         "train.learning_rate must be a finite number, got '1e309'",
     ),
     "too many positions": ("copy", ["model.max_positions=100000"], "at most 4096"),
+    "a held-out share that leaves nothing to train on": (
+        "copy",
+        ["task.held_out=1"],
+        "task.held_out must be between 0 and 1, got 1.0",
+    ),
+    "a shift past a million places": (
+        "shift",
+        ["task.shift=2000000"],
+        "task.shift must be at most 1000000, got 2000000",
+    ),
     "a final learning rate above the peak": (
         "copy",
         ["train.final_lr_fraction=2"],
@@ -414,6 +424,56 @@ def test_a_config_mistake_is_named_before_anything_is_written(case, tmp_path, mo
     with pytest.raises(JabError, match=re.escape(expected)):
         resolve(task, sets=sets)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.tsv"]
+
+
+def test_every_declared_bound_refuses_the_values_past_it_and_keeps_its_own_if_closed():
+    """The bounds of jabcli/core/settings.py are the checks: a value past one is refused
+    in a line naming the key, the bound itself only where the range is open there."""
+    from jabcli.core.config import check
+    from jabcli.core.settings import Config, keys
+
+    defaults, bounded = Config().to_dict(), 0
+    for key, setting in keys().items():
+        section, _, name = key.partition(".")
+        kind = type(defaults[section][name])
+        step = 0.5 if kind is float else 1
+        for bound, closed, past in (
+            (setting.above, False, -step),
+            (setting.at_least, True, -step),
+            (setting.below, False, step),
+            (setting.at_most, True, step),
+        ):
+            if bound is None:
+                continue
+            bounded += 1
+            with pytest.raises(JabError, match=rf"^{re.escape(key)} must be "):
+                check(key, kind(bound + past), setting)
+            if closed:
+                check(key, kind(bound), setting)
+            else:
+                with pytest.raises(JabError, match=rf"^{re.escape(key)} must be "):
+                    check(key, kind(bound), setting)
+    assert bounded >= 30
+
+
+def test_a_class_in_the_users_code_passes_the_choices_only_of_a_key_that_takes_one():
+    """task.name, model.arch and the positional encodings are to take a class in the
+    user's code (PATH.py:Class, package.module:Class): the config's check of a key's
+    choices lets such a value through to whoever resolves it, and only for those keys."""
+    from jabcli.core.config import check
+    from jabcli.core.settings import Setting, keys
+
+    takes_code = Setting(choices=("post", "pre"), code=True)
+    for value in ("my_norms.py:RMSNorm", "my_package.norms:RMSNorm"):
+        check("model.norm", value, takes_code)
+        with pytest.raises(JabError, match=r"^model.norm must be one of post, pre, got 'my"):
+            check("model.norm", value, keys()["model.norm"])
+    with pytest.raises(JabError, match=r"^model.norm must be one of post, pre, got 'mid'$"):
+        check("model.norm", "mid", takes_code)
+    assert [key for key, setting in keys().items() if setting.code] == [
+        "task.name", "model.pos_encoding", "model.src_pos_encoding", "model.tgt_pos_encoding",
+        "model.arch",
+    ]  # fmt: skip
 
 
 def test_a_task_file_may_write_out_options_at_their_defaults(tmp_path):

@@ -57,3 +57,18 @@ def test_the_docs_send_no_reader_to_the_projects_issues_which_readers_cannot_see
         for match in re.finditer(r"\bissues? \d+", page.read_text(), re.IGNORECASE)
     ]
     assert found == []
+
+
+def test_the_configuration_page_lists_every_key_as_the_config_declares_it():
+    """docs/configuration.md's table of keys is made from their declaration
+    (jabcli/core/settings.py), so the two cannot drift; JAB_PIN=write writes it."""
+    from jabcli.core.settings import reference_table
+
+    page = ROOT / "docs" / "configuration.md"
+    table = re.compile(r"^\| key \|.*?(?=\n[^|]|\n?\Z)", re.MULTILINE | re.DOTALL)
+    found = table.search(page.read_text())
+    assert found, "docs/configuration.md has no table of keys"
+    if os.environ.get("JAB_PIN") == "write":
+        page.write_text(table.sub(lambda _: reference_table(), page.read_text(), count=1))
+        found = table.search(page.read_text())
+    assert found.group(0) == reference_table(), "the table differs: JAB_PIN=write writes it"

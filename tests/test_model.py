@@ -6,8 +6,8 @@ import numpy as np
 import optax
 import pytest
 
-from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
+from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation.decode import FREE, free, greedy_decode, greedy_decode_full
 from jabcli.model.experiment import resolve
@@ -208,7 +208,7 @@ def test_the_learning_rate_a_run_applies_is_optaxs_warmup_cosine_schedule(
     one before (XLA rewrites arithmetic on constants)."""
     import dataclasses
 
-    from jabcli.core.config import TrainConfig
+    from jabcli.core.settings import TrainConfig
     from jabcli.training import training
 
     tr = dataclasses.replace(

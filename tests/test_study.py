@@ -140,7 +140,7 @@ KEYS_WHEN_STUDIES_BEGAN = {
 def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(tmp_path):
     """Keys added since studies began (task.modulus, model.loops) are left out of a cell's
     spec at their defaults: the spec is the digest of the config as jab wrote it then."""
-    from jabcli.core.config import Config
+    from jabcli.core.settings import Config
     from jabcli.studies import studies
 
     now = Config().to_dict()

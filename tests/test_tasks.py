@@ -341,7 +341,7 @@ def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
     JAX). The two must agree, or an option would be unsettable or differently defaulted."""
     import dataclasses
 
-    from jabcli.core.config import TaskConfig
+    from jabcli.core.settings import TaskConfig
 
     keys = {f.name: f for f in dataclasses.fields(TaskConfig)}
     declared = set()

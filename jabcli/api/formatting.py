@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.config import short_name
+from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
 
 METRIC_NAMES = {

@@ -27,7 +27,7 @@ from jabcli.api.formatting import (
     training_header,
 )
 from jabcli.cli.display import console, live, say
-from jabcli.core.config import short_name
+from jabcli.core.settings import short_name
 from jabcli.training.session import Observer
 
 

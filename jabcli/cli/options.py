@@ -98,7 +98,7 @@ def one_run(option: Path | None, argument: Path | None) -> Path | None:
 
 
 SEED_MAX = 2**32 - 1
-STEPS_MAX = 10**9  # as config.STEPS_MAX, which `jab --help` need not import
+STEPS_MAX = 10**9  # as settings.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
 
 

@@ -60,7 +60,8 @@ def tasks_command(
         return
     from jabcli.cli.display import commands, console, say
     from jabcli.cli.tables import task_table
-    from jabcli.core.config import TaskConfig, preset
+    from jabcli.core.config import preset
+    from jabcli.core.settings import TaskConfig
     from jabcli.tasks.derived import aligned
     from jabcli.tasks.registry import TASKS
 

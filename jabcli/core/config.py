@@ -1,7 +1,7 @@
 """Run configuration: the defaults, YAML files and `--set key=value` overrides.
 
-This module knows the keys, their types and the checks that need nothing but the
-config itself. What a config means (which task, which positional scheme) and the
+This module reads the keys as settings.py declares them, and makes the checks that need
+nothing but the config itself. What a config means (which task, which positional scheme) and the
 checks that need those is `experiment.py`'s job. Presets (`tasks/NAME.yaml`) hold
 only what differs from the defaults below.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,127 +17,21 @@ from typing import Any
 import yaml
 
 from jabcli.core.errors import JabError, suggest
+from jabcli.core.settings import SECTIONS, Config, Setting, data_path, is_code, keys
 
 # What a run's config.yaml holds beside its config: given to --config (to train a new run
 # like a saved one), they are skipped; the new run has today's vocabulary.
 RUN_RECORD_KEYS = ("format", "created", "vocab")
-FILE_PREFIX = "file:"  # task.name file:PATH names a data file of pairs
 
 
 SAMPLES = 1000  # held-out inputs `jab eval` decodes by default
 SAMPLES_PER_LENGTH = 200  # ... and per length, with --lengths (and `jab compare`)
 
 
-@dataclass
-class TaskConfig:
-    name: str = "reverse"
-    min_len: int = 1
-    max_len: int = 16
-    alphabet: str = ""  # "" means the task's own alphabet
-    shift: int = 1  # shift: how far to rotate
-    reverse_answer: bool = False  # addition: write the sum least significant digit first
-    index_hints: bool = False  # tasks that move symbols: an index before every symbol
-    modulus: int = 5  # modular_arithmetic(_brackets), solve_equation: residues 0 .. modulus - 1
-    mult: bool = False  # modular_arithmetic_brackets: * among the operators, as the paper ran it
-    count_from: int = 1  # odds_first: 1 counts positions as the paper's docstring, 0 as its code
-    scratchpad: bool = False  # class tasks (tasks.Worked): the working shown, then the class
-    held_out: float = 0.1  # file:PATH tasks: share of distinct inputs kept for evaluation
-
-
-@dataclass
-class ModelConfig:
-    d_model: int = 64
-    num_heads: int = 4
-    num_layers: int = 2
-    loops: int = 1  # each side's layers run this many times over, sharing their weights
-    d_ff: int = 256
-    dropout: float = 0.0
-    norm: str = "post"
-    activation: str = "relu"
-    pos_encoding: str = "sinusoidal"  # both sides, unless one of the two below is set
-    src_pos_encoding: str = ""  # the encoder's ("" means pos_encoding)
-    tgt_pos_encoding: str = ""  # the decoder's ("" means pos_encoding)
-    max_positions: int = 1024  # longest sequence (source + <eos>, or target + <eos>) it takes
-    arch: str = "encoder_decoder"  # the model form (model/registry.py: FORMS)
-    memory_size: int = 0  # stack_rnn, tape_rnn: cells of the stack or tape (0: the paper's)
-    memory_cell_size: int = 8  # stack_rnn, tape_rnn: numbers a cell holds (the paper's 8)
-    memory_grows: bool = False  # stack_rnn, tape_rnn: a cell per step of the sequence read
-    answer_embedding: bool = False  # decoder: a learned vector added to every answer token
-
-    @property
-    def positions(self) -> str:
-        """The positional encoding in a word, or `encoder/decoder` when the sides differ."""
-        src = short_name(self.src_pos_encoding or self.pos_encoding)
-        tgt = short_name(self.tgt_pos_encoding or self.pos_encoding)
-        return src if src == tgt else f"{src}/{tgt}"
-
-
-@dataclass
-class TrainConfig:
-    batch_size: int = 64  # examples per step
-    pack: bool = True  # two examples per row of the batch (generated tasks; packing.py)
-    steps: int = 2000
-    learning_rate: float = 3e-3
-    warmup_steps: int = 200
-    final_lr_fraction: float = 0.1  # the learning rate at the last step, over learning_rate
-    weight_decay: float = 0.01
-    adam_b2: float = 0.98  # AdamW's second-moment decay
-    clip_norm: float = 1.0
-    seed: int = 0
-    seeds: int = 1  # models trained side by side, with seeds seed .. seed + seeds - 1
-    log_every: int = 50
-    eval_every: int = 200
-    eval_samples: int = 512
-    target_seq_acc: float = 0.995
-    keep_checkpoints: int = 3
-    log_to: str = ""  # also log to "tensorboard", "wandb" or "tensorboard,wandb" (loggers.py)
-
-    @property
-    def group(self) -> list[int]:
-        """The seeds trained side by side: `seed` and the `seeds - 1` after it."""
-        return list(range(self.seed, self.seed + self.seeds))
-
-
-@dataclass
-class Config:
-    task: TaskConfig = field(default_factory=TaskConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-SECTIONS = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig}
-CHOICES = {
-    "model.norm": ("post", "pre"),
-    "model.activation": ("relu", "gelu"),
-}
 LOGGERS = ("tensorboard", "wandb")  # train.log_to's choices, comma-separated
-MAX_POSITIONS = 4096  # the most model.max_positions may be: the tables are compiled in
-MAX_SHIFT = 1_000_000
-STEPS_MAX = 10**9  # train.steps: more would take years, and overflow the step counter
-
-
-def data_path(task_name: str) -> str | None:
-    """The data file a `file:PATH` task name names, or None for a built-in task."""
-    return task_name[len(FILE_PREFIX) :] if task_name.startswith(FILE_PREFIX) else None
 
 
 DATA_SUFFIXES = (".tsv", ".jsonl")  # a data file's, named as file:PATH
-
-
-def is_code(task: str) -> bool:
-    """Whether --task names a task class in the user's own code: PATH.py:Class or
-    package.module:Class (tasks/user_code.py)."""
-    return data_path(task) is None and ":" in task
-
-
-def short_name(task: str) -> str:
-    """How headings, tables and new run folders name a task or a positional scheme: a
-    class in the user's code by its class (ends.py:Ends -> Ends), read from the name alone
-    (no code is loaded for it); any other by its name."""
-    return task.rpartition(":")[2] if is_code(task) else task
 
 
 def is_yaml(task: str) -> bool:
@@ -227,7 +120,7 @@ def set_key(
 ) -> None:
     """Set one key; `raw` is the text typed after `=`, used as is for string keys."""
     section, _, key = dotted.partition(".")
-    names = {f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    names = set(keys())
     if dotted in SECTIONS:
         some = ", ".join(f"{dotted}.{f.name}" for f in dataclasses.fields(SECTIONS[dotted])[:3])
         raise JabError(
@@ -305,73 +198,18 @@ def from_dict(data: dict[str, Any], source: str) -> Config:
 
 
 def validate(config: Config) -> None:
-    """The checks that need nothing but the config (see experiment.py for the rest)."""
-    t, m, tr = config.task, config.model, config.train
-    if not 0.0 < t.held_out < 1.0:
-        raise JabError(f"task.held_out must be between 0 and 1, got {t.held_out}")
-    positive = {
-        "task.min_len": t.min_len,
-        "task.max_len": t.max_len,
-        "model.d_model": m.d_model,
-        "model.num_heads": m.num_heads,
-        "model.num_layers": m.num_layers,
-        "model.loops": m.loops,
-        "model.d_ff": m.d_ff,
-        "model.max_positions": m.max_positions,
-        "model.memory_cell_size": m.memory_cell_size,
-        "train.batch_size": tr.batch_size,
-        "train.steps": tr.steps,
-        "train.seeds": tr.seeds,
-        "train.log_every": tr.log_every,
-        "train.eval_every": tr.eval_every,
-        "train.eval_samples": tr.eval_samples,
-        "train.keep_checkpoints": tr.keep_checkpoints,
-        "train.learning_rate": tr.learning_rate,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise JabError(f"{key} must be positive, got {value}")
-    for key, value in {
-        "train.warmup_steps": tr.warmup_steps,
-        "train.weight_decay": tr.weight_decay,
-        "train.clip_norm": tr.clip_norm,
-        "train.seed": tr.seed,
-        "model.memory_size": m.memory_size,
-    }.items():
-        if value < 0:
-            raise JabError(f"{key} must be zero or more, got {value}")
-    if m.max_positions > MAX_POSITIONS:
-        raise JabError(
-            f"model.max_positions must be at most {MAX_POSITIONS}, got {m.max_positions}"
-        )
-    if tr.steps > STEPS_MAX:
-        raise JabError(f"train.steps must be at most {STEPS_MAX}, got {tr.steps}")
-    if abs(t.shift) > MAX_SHIFT:
-        raise JabError(f"task.shift must be between -{MAX_SHIFT} and {MAX_SHIFT}, got {t.shift}")
-    for section, cls in SECTIONS.items():
-        for f in dataclasses.fields(cls):
-            value = getattr(getattr(config, section), f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise JabError(f"{section}.{f.name} must be a finite number, got {value}")
+    """The checks that need nothing but the config (see experiment.py for the rest): each
+    key's as declared, then those across keys."""
+    for key, setting in keys().items():
+        section, _, name = key.partition(".")
+        check(key, getattr(getattr(config, section), name), setting)
+    t, tr = config.task, config.train
     if tr.seed + tr.seeds > 2**32:
         raise JabError(
             f"train.seed + train.seeds must be at most 2**32, got {tr.seed} + {tr.seeds}"
         )
     if t.min_len > t.max_len:
         raise JabError(f"task.min_len ({t.min_len}) must not exceed task.max_len ({t.max_len})")
-    if not 0.0 <= m.dropout < 1.0:
-        raise JabError(f"model.dropout must be in [0, 1), got {m.dropout}")
-    if not 0.0 <= tr.final_lr_fraction <= 1.0:
-        raise JabError(f"train.final_lr_fraction must be in [0, 1], got {tr.final_lr_fraction}")
-    if not 0.0 <= tr.adam_b2 < 1.0:
-        raise JabError(f"train.adam_b2 must be in [0, 1), got {tr.adam_b2}")
-    if not 0.0 < tr.target_seq_acc <= 1.0:
-        raise JabError(f"train.target_seq_acc must be in (0, 1], got {tr.target_seq_acc}")
-    for key, allowed in CHOICES.items():
-        section, _, name = key.partition(".")
-        value = getattr(getattr(config, section), name)
-        if value not in allowed:
-            raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
     for name in tr.log_to.split(","):
         if name.strip() not in (*LOGGERS, ""):
             raise JabError(
@@ -380,3 +218,41 @@ def validate(config: Config) -> None:
             )
     if len(set(t.alphabet)) != len(t.alphabet):
         raise JabError(f"task.alphabet repeats characters: {t.alphabet!r}")
+
+
+def check(key: str, value: Any, setting: Setting) -> None:
+    """Refuse a value that its declaration does not allow, in one line naming `key`. A
+    class in the user's code passes a key's choices where the key takes one (is_code)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise JabError(f"{key} must be a finite number, got {value}")
+    allowed = setting.choices
+    if allowed and value not in allowed and not (setting.code and is_code(value)):
+        raise JabError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    above, at_least, below, at_most = (
+        setting.above,
+        setting.at_least,
+        setting.below,
+        setting.at_most,
+    )
+    if (
+        (above is None or value > above)
+        and (at_least is None or value >= at_least)
+        and (below is None or value < below)
+        and (at_most is None or value <= at_most)
+    ):
+        return
+    low, high = at_least if above is None else above, at_most if below is None else below
+    if isinstance(value, float) and low is not None and high is not None:  # a fraction's range
+        if above is not None and below is not None:
+            wanted = f"between {low} and {high}"
+        else:
+            wanted = (
+                f"in {'[' if above is None else '('}{low}, {high}{']' if below is None else ')'}"
+            )
+    elif above is not None and value <= above:
+        wanted = "positive" if above == 0 else f"more than {above}"
+    elif at_least is not None and value < at_least:
+        wanted = "zero or more" if at_least == 0 else f"at least {at_least}"
+    else:
+        wanted = f"less than {below}" if below is not None else f"at most {at_most}"
+    raise JabError(f"{key} must be {wanted}, got {value}")

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
-from jabcli.core.config import short_name
 from jabcli.core.errors import JabError, Note, suggest
+from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import EOS_ID, clean
 from jabcli.evaluation import layout

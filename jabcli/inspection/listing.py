@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from jabcli.core.config import short_name
 from jabcli.core.errors import JabError
+from jabcli.core.settings import short_name
 from jabcli.runs.runs import GROUP_FILE, RUNS_DIR, STUDY_FILE, Mismatch, Run, runs_in
 from jabcli.training import checkpoints
 

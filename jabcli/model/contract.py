@@ -31,8 +31,8 @@ from typing import ClassVar, NamedTuple
 
 import jax
 
-from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
+from jabcli.core.settings import ModelConfig
 from jabcli.model.positions import PositionalScheme, get_scheme
 from jabcli.tasks.contract import Task
 

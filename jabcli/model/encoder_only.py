@@ -30,8 +30,8 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
+from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import BOS_ID, PAD_ID
 from jabcli.model.contract import Form, ModelFns, layer_bytes
 from jabcli.model.model import Attention, Transformer

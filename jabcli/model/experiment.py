@@ -19,16 +19,10 @@ from typing import Any
 import jax
 
 from jabcli.core import config as configuration
-from jabcli.core.config import (
-    DATA_SUFFIXES,
-    FILE_PREFIX,
-    Config,
-    ModelConfig,
-    TaskConfig,
-    data_path,
-    is_yaml,
-)
+from jabcli.core import settings
+from jabcli.core.config import DATA_SUFFIXES, is_yaml
 from jabcli.core.errors import JabError
+from jabcli.core.settings import FILE_PREFIX, Config, ModelConfig, TaskConfig, data_path
 from jabcli.core.tokenizer import DATA_CHARS, HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
 from jabcli.model.positions import PositionalScheme
@@ -310,18 +304,16 @@ def resolve(
     return experiment
 
 
-# Task options every task takes; the others (task.modulus, task.shift, ...) are some
-# tasks' own (`Task.options`).
-COMMON_TASK_KEYS = ("name", "min_len", "max_len", "alphabet", "index_hints")
-
-
 def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
     """Refuse a task option asked for by name (`given`: key and where it was given) that
-    the task does not take, such as task.modulus for copy: it would change nothing."""
+    the task does not take, such as task.modulus for copy: it would change nothing. Keys
+    declared `every_task` are every task's; the others (task.modulus, task.shift, ...) are
+    some tasks' own (`Task.options`)."""
     own = ["held_out"] if data_path(name) is not None else task_class(name).options()
+    declared = settings.keys()
     for key, where in given:
         part, _, option = key.partition(".")
-        if part == "task" and option not in COMMON_TASK_KEYS and option not in own:
+        if part == "task" and not declared[key].every_task and option not in own:
             takes = f"its own options: {', '.join(f'task.{o}' for o in own)}"
             raise JabError(
                 f"task {name} takes no {key} (from {where}); "

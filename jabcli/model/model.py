@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.core.config import ModelConfig
+from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.model.contract import Form, ModelFns, layer_bytes, side_schemes
 from jabcli.model.positions import PositionalScheme, counting

@@ -78,8 +78,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.core.config import is_code
 from jabcli.core.errors import JabError
+from jabcli.core.settings import is_code
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks import derived
 from jabcli.tasks.hinted import Hinted

@@ -42,8 +42,8 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from jabcli.core.config import ModelConfig
 from jabcli.core.errors import JabError
+from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import EOS_ID, PAD_ID
 from jabcli.model.contract import Form, ModelFns
 from jabcli.model.encoder_only import answer_slots, slotted

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 
-from jabcli.core.config import is_code
 from jabcli.core.errors import JabError
+from jabcli.core.settings import is_code
 from jabcli.model.contract import Form
 from jabcli.model.decoder_only import Decoder
 from jabcli.model.encoder_only import Encoder, OnePassForm

@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.config import Config
 from jabcli.core.errors import JabError, install
+from jabcli.core.settings import Config
 
 # The module each logger writes with, and the optional extra that installs it.
 EXTRAS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}

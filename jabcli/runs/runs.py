@@ -38,8 +38,9 @@ from typing import Any
 
 import yaml
 
-from jabcli.core.config import FILE_PREFIX, Config, data_path, from_dict, is_code, short_name
+from jabcli.core.config import from_dict
 from jabcli.core.errors import JabError, Note
+from jabcli.core.settings import FILE_PREFIX, Config, data_path, is_code, short_name
 from jabcli.core.tokenizer import Tokenizer
 from jabcli.tasks.user_code import KEPT
 

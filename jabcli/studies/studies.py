@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
-from jabcli.core import config as configuration
+from jabcli.core import settings
 from jabcli.core.errors import JabError
 from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread
@@ -115,7 +115,7 @@ def check(study: Study) -> list[Any]:
     from jabcli.training.training import check as check_training
 
     experiments = []
-    defaults = configuration.Config().to_dict()
+    defaults, declared = settings.Config().to_dict(), settings.keys()
     for cell in study.cells:
         try:
             experiment = resolve(
@@ -138,8 +138,11 @@ def check(study: Study) -> list[Any]:
         cell.config = experiment.config.to_dict()
         # As the file writes it: the same study run from another folder is the same study.
         config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
-        # Where its logs go decides no result: turning logging on reruns nothing.
-        config["train"] = {k: v for k, v in config["train"].items() if k != "log_to"}
+        # A key that decides no result (where logs go) is left out: changing it reruns nothing.
+        config = {
+            section: {k: v for k, v in values.items() if declared[f"{section}.{k}"].results}
+            for section, values in config.items()
+        }
         for section, key in ADDED_LATER:  # at its default, as the cell was before the key
             if config[section].get(key) == defaults[section][key]:
                 config[section] = {k: v for k, v in config[section].items() if k != key}
@@ -158,21 +161,22 @@ def with_steps(trained: dict[str, Any], steps: int | None) -> dict[str, Any]:
     return {**trained, "config": {**trained["config"], "train": train}}
 
 
-# Config keys jab gained after studies could be run: a cell's spec leaves one out while
-# it has its default, so a study measured before the key existed keeps its cells.
-ADDED_LATER = (
-    ("task", "modulus"),
-    ("model", "loops"),
-    ("task", "mult"),
-    ("task", "count_from"),
-    ("model", "arch"),
-    ("task", "scratchpad"),
-    ("model", "memory_size"),
-    ("model", "memory_cell_size"),
-    ("model", "answer_embedding"),
-    ("train", "final_lr_fraction"),
-    ("train", "adam_b2"),
-    ("model", "memory_grows"),
+# The config keys jab had when the first study folders were measured (e14df94). A key
+# added since is left out of a cell's spec while it has its default, so a study measured
+# before the key existed keeps its cells.
+KEYS_WHEN_STUDIES_BEGAN = frozenset({
+    "task.name", "task.min_len", "task.max_len", "task.alphabet", "task.shift",
+    "task.reverse_answer", "task.index_hints", "task.held_out",
+    "model.d_model", "model.num_heads", "model.num_layers", "model.d_ff", "model.dropout",
+    "model.norm", "model.activation", "model.pos_encoding", "model.src_pos_encoding",
+    "model.tgt_pos_encoding", "model.max_positions",
+    "train.batch_size", "train.pack", "train.steps", "train.learning_rate",
+    "train.warmup_steps", "train.weight_decay", "train.clip_norm", "train.seed", "train.seeds",
+    "train.log_every", "train.eval_every", "train.eval_samples", "train.target_seq_acc",
+    "train.keep_checkpoints", "train.log_to",
+})  # fmt: skip
+ADDED_LATER = tuple(
+    tuple(key.split(".")) for key in settings.keys() if key not in KEYS_WHEN_STUDIES_BEGAN
 )
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from jabcli.core import config as configuration
+from jabcli.core import settings
 from jabcli.core.errors import JabError, suggest, whole
 from jabcli.core.lengths import length_range
 from jabcli.studies.studies import Cell, Evaluation, Study, check_bins, slug
@@ -167,9 +168,9 @@ def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
         raise JabError(f"{where}: cell {cell!r} has no task (set base.task, or task.name)")
     if not isinstance(task, str):
         raise JabError(f"{where}: cell {cell!r} has task {task!r}; a task is a name")
-    path = configuration.data_path(task)
+    path = settings.data_path(task)
     if path is not None:
-        return configuration.FILE_PREFIX + str(folder / path)
+        return settings.FILE_PREFIX + str(folder / path)
     if task.endswith((".yaml", ".yml")):
         return str(folder / task)
     where_code, _, name = task.rpartition(":")

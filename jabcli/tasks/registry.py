@@ -39,7 +39,7 @@ def task_class(name: str) -> type[Task]:
     error listing them all."""
     if name in TASKS:
         return TASKS[name]
-    from jabcli.core.config import is_code
+    from jabcli.core.settings import is_code
     from jabcli.tasks import user_code
 
     if is_code(name):

@@ -24,8 +24,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jabcli.core import memory, runtime
-from jabcli.core.config import TrainConfig, at_target
+from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
+from jabcli.core.settings import TrainConfig
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
 from jabcli.model.experiment import Experiment, build_model
