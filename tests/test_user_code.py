@@ -279,3 +279,48 @@ def test_a_ray_cell_holding_code_not_trusted_here_is_not_sent(ends_run, tmp_path
     monkeypatch.setattr(local.subprocess, "Popen", Started)
     local.launch(tmp_path, "cell", tmp_path / "logs", trusted=True)
     assert started["env"]["JAB_TRUST_CODE"] == "1"  # the node trusts its driver
+
+
+REPEAT = """
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+
+from jabcli import Task
+
+
+@dataclass(frozen=True)
+class Repeat(Task):
+    name = "repeat"
+    description = "The last symbol, `times` times: 3141 -> 11"
+    times: int = 2
+
+    def solve(self, text):
+        return text[-1] * self.times
+
+    def output_length(self, length):
+        return 0 * length + self.times
+
+    def targets(self, tokens, lengths):
+        last = jnp.take_along_axis(tokens, lengths[:, None] - 1, axis=1)
+        return jnp.repeat(last, self.times, axis=1), 0 * lengths + self.times
+"""
+
+
+def test_a_users_task_option_is_a_task_key_checked_by_the_type_of_its_default(tmp_path):
+    (tmp_path / "repeat.py").write_text(REPEAT)
+    args = ["train", "--task", "repeat.py:Repeat", *SETS, "--steps", "20"]
+    jab_here(*args, "--set", "task.times=3", "--out", "run", cwd=tmp_path)
+    assert yaml.safe_load((tmp_path / "run/config.yaml").read_text())["task"]["own"] == {"times": 3}
+    assert "111" in jab_here("predict", "--run", "run", "231", cwd=tmp_path).stdout
+    for wrong, message in [
+        ("task.times=three", "config key 'task.times' must be int, got str 'three'"),
+        ("task.tims=3", "'task.tims' in --set (did you mean 'task.times'?); task Repeat takes"),
+    ]:
+        refused = jab_here(*args, "--set", wrong, "--out", "bad", cwd=tmp_path, check=False)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert not (tmp_path / "bad").exists()
+    times = {**TINY_OVERRIDES, "task.times": 1}
+    api = jab.train(str(tmp_path / "repeat.py") + ":Repeat", steps=20, overrides=times,
+                    out=tmp_path / "api")  # fmt: skip
+    assert api.predict("12")[0]["expected"] == "2"

@@ -120,6 +120,16 @@ class TaskConfig:
     held_out: float = setting(
         0.1, "file tasks only: share of the distinct inputs kept out of training", above=0, below=1
     )
+    own: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "setting": Setting(
+                "a task of your own: its own options (its dataclass fields), each set as "
+                "`task.<field>` ([your own task](own-task.md#its-own-options))",
+                every_task=True,
+            )
+        },
+    )
 
 
 @dataclass
@@ -322,6 +332,11 @@ def keys() -> dict[str, Setting]:
         for section, cls in SECTIONS.items()
         for f in dataclasses.fields(cls)
     }
+
+
+def keys_of(section: str) -> set[str]:
+    """The names of a section's declared keys (`task`: name, min_len, ...)."""
+    return {f.name for f in dataclasses.fields(SECTIONS[section])}
 
 
 def reference_table() -> str:

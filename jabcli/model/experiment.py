@@ -21,7 +21,7 @@ import jax
 from jabcli.core import config as configuration
 from jabcli.core import settings
 from jabcli.core.config import DATA_SUFFIXES, is_yaml
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, suggest
 from jabcli.core.settings import FILE_PREFIX, Config, ModelConfig, TaskConfig, data_path
 from jabcli.core.tokenizer import DATA_CHARS, HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
@@ -220,8 +220,16 @@ def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None
         cls = task_class(t.name)
         # A user's task takes its own options at their defaults (its fields are no config
         # keys yet); a built-in one, those of the config.
-        own = TASKS.get(t.name) is cls
-        options = {name: getattr(t, name) for name in cls.options()} if own else {}
+        if TASKS.get(t.name) is cls:
+            options = {name: getattr(t, name) for name in cls.options()}
+        else:  # the user's own: its options as set (task.own), the rest at their defaults
+            unknown = sorted(set(t.own) - set(cls.options()))
+            if unknown:
+                raise JabError(
+                    f"task {task_label(t.name)} has no option {unknown[0]!r}; its options: "
+                    f"{', '.join(cls.options()) or 'none'}"
+                )
+            options = dict(t.own)
         alphabet = "" if cls.fixed_alphabet else t.alphabet
         task = cls(alphabet=alphabet, tokenizer=tokenizer, **options)
     if t.index_hints:  # the task, wrapped: index hints are no task's own business
@@ -279,10 +287,10 @@ def resolve(
     given = [option for path in files for option in file_options(path)]  # (key, where)
     for assignment in sets or []:
         key, value, raw = configuration.parse_set(assignment)
-        configuration.set_key(config, key, value, "--set", raw)
+        set_key(config, key, value, "--set", raw)
         given.append((key, "--set"))
     for key, value in (overrides or {}).items():
-        configuration.set_key(config, key, value, source)
+        set_key(config, key, value, source)
         given.append((key, source))
     for key, value in (("steps", steps), ("seed", seed), ("seeds", seeds)):
         if value is not None:  # checked as a config key: the API may pass 1.5
@@ -304,6 +312,42 @@ def resolve(
     return experiment
 
 
+def set_key(config: Config, key: str, value: Any, source: str, raw: str | None = None) -> None:
+    """`configuration.set_key`, and for a task of the user's own its own options: a
+    `task.<field>` key that is one of its dataclass fields, kept in task.own, checked
+    against the type of the field's default."""
+    section, _, name = key.partition(".")
+    cls = users_task(config.task.name)
+    if section != "task" or cls is None or name in settings.keys_of("task"):
+        configuration.set_key(config, key, value, source, raw)
+        return
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if name not in cls.options():
+        own = [f"task.{option}" for option in cls.options()]
+        raise JabError(
+            f"unknown config key {key!r} in {source}{suggest(key, own)}; task "
+            f"{task_label(config.task.name)} takes {', '.join(own) or 'no options of its own'}"
+        )
+    default = fields[name].default
+    if default is dataclasses.MISSING:
+        default = fields[name].default_factory()
+    expected = type(default)
+    if expected is str and raw is not None:
+        value = raw  # the text as typed, as for jab's own string keys
+    config.task.own[name] = configuration.coerce(key, value, expected, source)
+
+
+def task_label(name: str) -> str:
+    return settings.short_name(name)
+
+
+def users_task(name: str) -> type[Task] | None:
+    """The class of the task `name` when it is one of the user's own, else None."""
+    if data_path(name) is not None or name in TASKS:
+        return None
+    return task_class(name)
+
+
 def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
     """Refuse a task option asked for by name (`given`: key and where it was given) that
     the task does not take, such as task.modulus for copy: it would change nothing. Keys
@@ -313,7 +357,8 @@ def check_own_options(name: str, given: list[tuple[str, str]]) -> None:
     declared = settings.keys()
     for key, where in given:
         part, _, option = key.partition(".")
-        if part == "task" and not declared[key].every_task and option not in own:
+        every_task = key in declared and declared[key].every_task
+        if part == "task" and not every_task and option not in own:
             takes = f"its own options: {', '.join(f'task.{o}' for o in own)}"
             raise JabError(
                 f"task {name} takes no {key} (from {where}); "
