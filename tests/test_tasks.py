@@ -351,7 +351,7 @@ def test_every_task_option_is_a_task_config_key_of_the_same_type_and_default():
             key = keys[option.name]
             assert (key.type, key.default) == (option.type, option.default), option.name
             declared.add(option.name)
-    shared = {"name", "min_len", "max_len", "alphabet", "index_hints", "held_out"}
+    shared = {"name", "min_len", "max_len", "alphabet", "index_hints", "held_out", "own"}
     assert set(keys) - shared == declared  # no task.* key that no task takes
 
 
