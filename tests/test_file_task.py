@@ -6,6 +6,7 @@ import json
 import jax
 import numpy as np
 import pytest
+import yaml
 from jabrun import jab_here
 
 from jabcli.core.errors import JabError
@@ -69,6 +70,19 @@ def test_a_jsonl_file_gives_its_alphabet_and_lengths_to_the_config(tmp_path, mon
     assert (cfg.task.alphabet, cfg.task.min_len, cfg.task.max_len) == ("+0123456789", 3, 4)
     assert task.solve("12+7") == "19" and task.solve("7+12") == "19"
     assert task.solve("99+99") is None
+
+
+def test_a_data_file_over_characters_of_its_own_trains_with_them_in_its_vocabulary(
+    tmp_path, monkeypatch
+):
+    words = ["αβ", "βγ", "γα", "ααβ", "βββ", "γβα", "αγγ", "ββα"]
+    (tmp_path / "greek.tsv").write_text("".join(f"{w}\t{w.upper()}\n" for w in words))
+    monkeypatch.chdir(tmp_path)
+    jab_here("train", "--task", "file:greek.tsv", *SMALL, "--steps", "10", "--out", "run",
+             cwd=tmp_path)  # fmt: skip
+    vocab = yaml.safe_load((tmp_path / "run/config.yaml").read_text())["vocab"]
+    assert set("αβγΑΒΓ") <= set(vocab)
+    assert "ΑΒ" in jab_here("predict", "--run", "run", "αβ", cwd=tmp_path).stdout
 
 
 def test_training_batches_never_contain_held_out_pairs(tmp_path):

@@ -72,7 +72,9 @@ class Experiment:
         tokenizer is the shared vocabulary (with the index hints if the task has them)
         unless a saved run's is given."""
         t, m = config.task, config.model
-        tokenizer = tokenizer or new_tokenizer(t)
+        if tokenizer is None and data is None and data_path(t.name) is not None:
+            data = DataFile.read(data_path(t.name))  # its characters make the vocabulary
+        tokenizer = tokenizer or new_tokenizer(t, data)
         task = build_task(t, tokenizer, data)
         if t.alphabet and t.alphabet != task.alphabet:
             raise JabError(
@@ -191,10 +193,12 @@ def check_hints(name: str, task: Task, tokenizer: Tokenizer) -> None:
         raise JabError("task.index_hints is set, but the run's vocabulary has no index hints")
 
 
-def new_tokenizer(t: TaskConfig) -> Tokenizer:
+def new_tokenizer(t: TaskConfig, data: DataFile | None = None) -> Tokenizer:
     """A new run's vocabulary: the shared one, with the index hints if the task takes them,
-    and, for a task of the user's own, the symbols it uses that the shared one lacks. A
-    built-in task's alphabet must be of the shared characters."""
+    and, for a task of the user's own or a data file's, the symbols it uses that the shared
+    one lacks. A built-in task's alphabet must be of the shared characters."""
+    if data is not None:
+        return Tokenizer.for_symbols(data.symbols, hints=t.index_hints)
     if data_path(t.name) is None and t.name not in TASKS:
         cls = task_class(t.name)
         used = (t.alphabet or cls.default_alphabet) + cls.symbols
@@ -408,7 +412,7 @@ def other_task(path: Path, task: str | None) -> str | None:
 
 def apply_data_file(config: Config, name: str) -> DataFile:
     """A data file's own defaults, its input alphabet and range of input lengths."""
-    data = DataFile.read(data_path(name), Tokenizer())
+    data = DataFile.read(data_path(name))
     configuration.apply(config, {"task": {"name": name, **data.defaults()}}, name)
     return data
 

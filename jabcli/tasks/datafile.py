@@ -39,13 +39,21 @@ class DataFile:
     pairs: tuple[tuple[str, str], ...]
 
     @classmethod
-    def read(cls, path: str, tokenizer: Tokenizer) -> DataFile:
+    def read(cls, path: str, tokenizer: Tokenizer | None = None) -> DataFile:
+        """The pairs of the file at `path`, each of `tokenizer`'s characters (a saved
+        run's vocabulary); None: any characters (a new run's vocabulary is made from
+        them, `symbols`)."""
         file = Path(path)
         if file.is_dir():
             raise JabError(f"{path} is a folder, not a data file")
         if not file.is_file():
             raise JabError(f"data file {path!r} does not exist")
         return cls(path, tuple(read_pairs(file, tokenizer)))
+
+    @property
+    def symbols(self) -> str:
+        """Every character of the inputs and the outputs."""
+        return "".join(sorted({c for pair in self.pairs for text in pair for c in text}))
 
     @property
     def alphabet(self) -> str:
@@ -178,7 +186,7 @@ def pad_to(ids: np.ndarray, width: int) -> np.ndarray:
     return np.pad(ids, ((0, 0), (0, max(0, width - ids.shape[1]))))[:, :width]
 
 
-def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
+def read_pairs(path: Path, tokenizer: Tokenizer | None) -> list[tuple[str, str]]:
     """(input, output) pairs, with a one-line error naming the first bad line."""
     if path.suffix.lower() not in (".tsv", ".jsonl"):
         raise JabError(f"data file {str(path)!r} must end in .tsv or .jsonl")
@@ -202,8 +210,8 @@ def read_pairs(path: Path, tokenizer: Tokenizer) -> list[tuple[str, str]]:
         source, target = clean(source), clean(target)
         if not source or not target:
             raise JabError(f"{where}: input and output must not be empty")
-        vocabulary = "".join(tokenizer.tokens[3:])
-        unknown = sorted(set(source + target) - set(vocabulary))
+        vocabulary = "".join(tokenizer.tokens[3:]) if tokenizer is not None else ""
+        unknown = sorted(set(source + target) - set(vocabulary)) if vocabulary else []
         if unknown:
             raise JabError(
                 f"{where}: characters {''.join(unknown)!r} are not in jab's vocabulary "
