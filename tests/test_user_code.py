@@ -324,3 +324,19 @@ def test_a_users_task_option_is_a_task_key_checked_by_the_type_of_its_default(tm
     api = jab.train(str(tmp_path / "repeat.py") + ":Repeat", steps=20, overrides=times,
                     out=tmp_path / "api")  # fmt: skip
     assert api.predict("12")[0]["expected"] == "2"
+
+
+def test_an_edited_task_file_is_another_experiment_never_a_program_compiled_for_the_old(
+    tmp_path, monkeypatch
+):
+    from jabcli.model.experiment import resolve
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ends.py").write_text(example())
+    before = resolve("ends.py:Ends", sets=TINY_SETS)
+    edited = example().replace("text[-1] + text[0]", "text[-1] * 2")
+    (tmp_path / "ends.py").write_text(edited.replace("[last, tokens[:, :1]]", "[last, last]"))
+    after = resolve("ends.py:Ends", sets=TINY_SETS)
+    assert before.config == after.config  # the same name, options and model
+    assert before != after and before.code_digest != after.code_digest
+    assert resolve("copy", sets=TINY_SETS).code_digest == ""  # jab's own code is jab's digest

@@ -118,6 +118,7 @@ def kept_path(experiment: Any, kind: str, name: str, suffix: str) -> Path:
         experiment.config.to_dict(),
         experiment.tokenizer.tokens,  # a run keeps its own vocabulary
         source_digest(),
+        getattr(experiment, "code_digest", ""),  # the user's own code, where it runs any
         versions(),
         str(jax.config.jax_default_prng_impl),
     ]

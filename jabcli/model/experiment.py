@@ -56,7 +56,16 @@ class Experiment:
         if not self.task.generated:
             return (id(self),)
         config = json.dumps(self.config.to_dict(), sort_keys=True)
-        return (config, tuple(self.tokenizer.tokens))
+        return (config, tuple(self.tokenizer.tokens), self.code_digest)
+
+    @functools.cached_property
+    def code_digest(self) -> str:
+        """A digest of the user's own code the experiment runs (its task's, schemes' and
+        form's files; "" for jab's own): a program compiled for it, kept in this process
+        or on disk (runtime.kept_path), is one for that code, not for an edited file of
+        the same name."""
+        task = self.task.task if isinstance(self.task, Hinted) else self.task
+        return user_code.code_digest([task, self.src_scheme, self.tgt_scheme, self.form])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Experiment) and self._identity == other._identity

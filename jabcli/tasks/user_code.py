@@ -141,7 +141,7 @@ def import_file(path: Path) -> Any:
         raise JabError(f"could not read {path}: {err.strerror}") from None
     if path.name in KEPT.values():
         check_trusted(path, data)
-    module_name = f"jab_user_{digest(data)[:16]}"  # a changed file is another module
+    module_name = f"jab_user_{digest(data)[:32]}"  # a changed file is another module
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -228,6 +228,22 @@ def task_from_entry_point(point: metadata.EntryPoint) -> type[Task]:
     except Exception as err:
         raise UserCodeError(f"loading {point.value}", err, user_files(err)) from None
     return checked(found, f"{point.value} (entry point {point.name})")
+
+
+def code_digest(objects: list[Any]) -> str:
+    """A digest of the files that define the classes of `objects` outside jab itself (the
+    user's own code); "" when all are jab's."""
+    import inspect
+
+    own = str(Path(__file__).parents[1])
+    parts = set()
+    for obj in objects:
+        module = type(obj).__module__
+        if module.startswith("jab_user_"):  # imported by import_file: named by its digest
+            parts.add(module)
+        elif not inspect.getfile(type(obj)).startswith(own):  # an installed package's
+            parts.add(digest(Path(inspect.getfile(type(obj))).read_bytes()))
+    return digest("".join(sorted(parts)).encode()) if parts else ""
 
 
 def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> None:
