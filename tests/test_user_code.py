@@ -88,7 +88,7 @@ WRONG = {
     "members missing": (
         "from jabcli import Task\n\nclass Ends(Task):\n    name = 'ends'\n",
         "wrong.py:Ends",
-        "wrong.py:Ends does not define description, solve, targets",
+        "wrong.py:Ends does not define description, solve",
     ),
     "no such module": ("", "nothere_at_all.tasks:Ends", "no module named 'nothere_at_all.tasks'"),
     "solve and targets disagree": (
@@ -340,3 +340,14 @@ def test_an_edited_task_file_is_another_experiment_never_a_program_compiled_for_
     assert before.config == after.config  # the same name, options and model
     assert before != after and before.code_digest != after.code_digest
     assert resolve("copy", sets=TINY_SETS).code_digest == ""  # jab's own code is jab's digest
+
+
+def test_a_task_with_solve_alone_trains_answered_on_the_host(tmp_path):
+    solve_only = re.sub(r"\n    def targets\(.*", "\n", example(), flags=re.S)
+    assert "targets" not in solve_only.split("class Ends")[1]
+    (tmp_path / "ends.py").write_text(solve_only)
+    trained = jab_here("train", "--task", "ends.py:Ends", *SETS, "--seeds", "2", "--steps",
+                       "30", "--out", "run", cwd=tmp_path)  # fmt: skip
+    assert "Training 2 seeds of Ends" in trained.stdout
+    answered = jab_here("predict", "--run", "run/seed-0", "0123", cwd=tmp_path)
+    assert "30" in answered.stdout  # the reference, from solve

@@ -97,7 +97,7 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
     libraries' versions, so that the next process reads it instead of tracing again.
     `file:` tasks are not kept (their data, not only their config, shapes the model's
     programs)."""
-    if not (caching and experiment.task.generated):
+    if not (caching and storable(experiment)):
         return compute()
     path = kept_path(experiment, "facts", name, ".pkl")
     try:
@@ -106,6 +106,15 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
         value = compute()
     keep(path, pickle.dumps(value))
     return value
+
+
+def storable(experiment: Any) -> bool:
+    """Whether what is compiled for the experiment may be kept on disk: not for a file
+    task (its data shapes its programs) nor a task answered on the host (a program that
+    calls back into this process cannot be stored)."""
+    task = experiment.task
+    inner = getattr(task, "task", task)  # a task wrapped for index hints
+    return task.generated and not getattr(inner, "solved_on_host", False)
 
 
 def kept_path(experiment: Any, kind: str, name: str, suffix: str) -> Path:
@@ -189,7 +198,7 @@ def stored_program(
 
     options = options or {}
     compile_ = functools.partial(_compile, lower, options)
-    if not (caching and experiment.task.generated):
+    if not (caching and storable(experiment)):
         return compile_()
     device = jax.devices()[0]
     machine = (

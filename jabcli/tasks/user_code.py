@@ -178,7 +178,7 @@ def user_files(err: BaseException) -> set[str]:
     }
 
 
-REQUIRED = ("name", "description", "solve", "targets")
+REQUIRED = ("name", "description", "solve")
 
 
 def checked(found: Any, name: str) -> type[Task]:
@@ -192,7 +192,51 @@ def checked(found: Any, name: str) -> type[Task]:
     ]
     if missing:
         raise JabError(f"{name} does not define {', '.join(missing)} (see jabcli.Task)")
+    if found.targets is Task.targets:  # `solve` alone: answered on the host
+        return solved_on_host(found)
     return found
+
+
+def solved_on_host(cls: type[Task]) -> type[Task]:
+    """`cls`, whose answers for training are its `solve`'s, computed on the host for each
+    batch the device draws (`jax.pure_callback`, called from inside the training step):
+    a task needs no array code to train, at a cost (docs/performance.md)."""
+
+    class Solved(cls):  # type: ignore[valid-type, misc]
+        solved_on_host = True
+
+        def targets(self, tokens, lengths):
+            return host_targets(self, tokens, lengths)
+
+    Solved.__name__, Solved.__qualname__ = cls.__name__, cls.__qualname__
+    Solved.__module__ = cls.__module__
+    return Solved
+
+
+def host_targets(task: Task, tokens: Any, lengths: Any) -> Any:
+    """`solve`'s answers to sources [B, S] of `lengths` [B], as target ids [B, W] (W: the
+    task's `output_length` of S) and their lengths [B], from the host."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    rows, width = tokens.shape[0], int(task.output_length(tokens.shape[1]))
+
+    def answer(tokens, lengths):
+        out = np.zeros((rows, width), np.int32)
+        sizes = np.zeros((rows,), np.int32)
+        for row, (ids, length) in enumerate(zip(np.asarray(tokens), np.asarray(lengths))):
+            solved = task.solve(task.tokenizer.decode(ids[: int(length)])) or ""
+            answer_ids = task.tokenizer.ids(solved)[:width]
+            out[row, : len(answer_ids)] = answer_ids
+            sizes[row] = len(answer_ids)
+        return out, sizes
+
+    shapes = (
+        jax.ShapeDtypeStruct((rows, width), jnp.int32),
+        jax.ShapeDtypeStruct((rows,), jnp.int32),
+    )
+    return jax.pure_callback(answer, shapes, tokens, lengths, vmap_method="sequential")
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:
