@@ -351,3 +351,20 @@ def test_a_task_with_solve_alone_trains_answered_on_the_host(tmp_path):
     assert "Training 2 seeds of Ends" in trained.stdout
     answered = jab_here("predict", "--run", "run/seed-0", "0123", cwd=tmp_path)
     assert "30" in answered.stdout  # the reference, from solve
+
+
+def test_a_study_grids_a_users_scheme_found_next_to_the_study_file(trained, tmp_path):
+    (tmp_path / "studies").mkdir()
+    (tmp_path / "studies/binary.py").write_text(example("own-positional-encoding.md"))
+    sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
+    (tmp_path / "studies/schemes.yaml").write_text(
+        f"name: schemes\nbase:\n  task: copy\n  steps: 20\n  set:\n{sets}\n"
+        "parameters:\n  model.pos_encoding: {values: [sinusoidal, 'binary.py:Binary']}\n"
+        "evaluate: {lengths: 1-6, samples: 5}\n"
+    )
+    ran = jab_here("study", "run", "studies/schemes.yaml", "--out", "study", "--workers", "1",
+                   cwd=tmp_path, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    shown = jab_here("study", "show", "study", cwd=tmp_path).stdout
+    assert "Binary" in shown and "sinusoidal" in shown
+    assert len(list((tmp_path / "study").glob("*/pos_encoding-code.py"))) == 1

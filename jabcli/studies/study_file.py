@@ -79,6 +79,9 @@ def read(path: Path) -> Study:
     for cell in cells:
         cell.written = str(cell.task)
         cell.task = relative_task(cell.task, path.parent, where, cell.name)
+        for key in CODE_KEYS:  # the user's scheme or form, found next to the study file
+            if isinstance(cell.values.get(key), str):
+                cell.values[key] = relative_code(cell.values[key], path.parent)
     seen: dict[str, str] = {}
     for cell in cells:
         if cell.folder in seen:
@@ -177,6 +180,18 @@ def relative_task(task: Any, folder: Path, where: str, cell: str) -> str:
     if configuration.is_code(task) and where_code.endswith(".py"):  # the user's own file
         return f"{folder / where_code}:{name}"
     return task
+
+
+CODE_KEYS = ("model.pos_encoding", "model.src_pos_encoding", "model.tgt_pos_encoding", "model.arch")
+
+
+def relative_code(value: str, folder: Path) -> str:
+    """A value naming a class in a file of the user's own (PATH.py:Class), its file
+    found next to the study file; any other value as it is."""
+    where, _, name = value.rpartition(":")
+    if configuration.is_code(value) and where.endswith(".py"):
+        return f"{folder / where}:{name}"
+    return value
 
 
 def mapping(value, what: str) -> dict:
