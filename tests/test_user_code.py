@@ -148,18 +148,26 @@ def test_an_installed_packages_task_is_listed_and_trained_by_its_entry_point_nam
     assert jab_here("predict", "--run", "run", "31", cwd=tmp_path).returncode == 0
 
 
+def run_study(folder: Path, cells: str, task: str | None = None) -> None:
+    """studies/study.yaml in `folder`, the tiny run's settings and `cells` (its rows or
+    parameters), run into `folder`/study by one worker."""
+    sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
+    base = f"  task: {task}\n" if task else ""
+    (folder / "studies/study.yaml").write_text(
+        f"name: study\nbase:\n{base}  steps: 20\n  set:\n{sets}\n{cells}\n"
+        "evaluate: {lengths: 1-6, samples: 5}\n"
+    )
+    ran = jab_here("study", "run", "studies/study.yaml", "--out", "study", "--workers", "1",
+                   cwd=folder, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+
 def test_a_study_mixes_a_users_task_with_a_built_in_one(ends_run, tmp_path):
     (tmp_path / "studies").mkdir()
     shutil.copy(ends_run / "moved.py", tmp_path / "studies/ends.py")  # beside the study file
-    sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
-    (tmp_path / "studies/mixed.yaml").write_text(
-        f"name: mixed\nbase:\n  steps: 20\n  set:\n{sets}\n"
-        "rows:\n  - {name: mine, task: 'ends.py:Ends'}\n  - {name: copy, task: copy}\n"
-        "evaluate: {lengths: 1-6, samples: 5}\n"
+    run_study(
+        tmp_path, "rows:\n  - {name: mine, task: 'ends.py:Ends'}\n  - {name: copy, task: copy}"
     )
-    ran = jab_here("study", "run", "studies/mixed.yaml", "--out", "study", "--workers", "1",
-                   cwd=tmp_path, check=False)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
     shown = jab_here("study", "show", "study", "--json", cwd=tmp_path).stdout
     assert '"mine"' in shown and '"copy"' in shown
 
@@ -356,15 +364,8 @@ def test_a_task_with_solve_alone_trains_answered_on_the_host(tmp_path):
 def test_a_study_grids_a_users_scheme_found_next_to_the_study_file(trained, tmp_path):
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies/binary.py").write_text(example("own-positional-encoding.md"))
-    sets = "\n".join(f"    {k}: {v!r}" for k, v in TINY_OVERRIDES.items())
-    (tmp_path / "studies/schemes.yaml").write_text(
-        f"name: schemes\nbase:\n  task: copy\n  steps: 20\n  set:\n{sets}\n"
-        "parameters:\n  model.pos_encoding: {values: [sinusoidal, 'binary.py:Binary']}\n"
-        "evaluate: {lengths: 1-6, samples: 5}\n"
-    )
-    ran = jab_here("study", "run", "studies/schemes.yaml", "--out", "study", "--workers", "1",
-                   cwd=tmp_path, check=False)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    grid = "parameters:\n  model.pos_encoding: {values: [sinusoidal, 'binary.py:Binary']}"
+    run_study(tmp_path, grid, task="copy")
     shown = jab_here("study", "show", "study", cwd=tmp_path).stdout
     assert "Binary" in shown and "sinusoidal" in shown
     assert len(list((tmp_path / "study").glob("*/pos_encoding-code.py"))) == 1
