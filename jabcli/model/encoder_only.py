@@ -97,6 +97,25 @@ def slot_positions(
     return drawn[:, : src.shape[1]], jnp.take_along_axis(drawn, where, axis=1)
 
 
+def sequence(
+    src: jax.Array,
+    tgt_in: jax.Array,
+    slots: jax.Array,
+    src_positions: jax.Array | None,
+    tgt_positions: jax.Array | None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """What a one-pass form reads for sources [B, S], `slots` [B] empty answer slots and an
+    answer as wide as tgt_in [B, T]: `slotted`'s sequence, positions and where each slot
+    is. Positions are given for both sides (`slot_positions`) or for neither: then the
+    whole sequence is at 0, 1, 2, ..."""
+    answer_width = tgt_in.shape[1]
+    if src_positions is None:
+        tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
+        src_positions = counting(*src.shape)
+        tgt_positions = tokens + counting(src.shape[0], answer_width)
+    return slotted(src, src_positions, slots, tgt_positions)
+
+
 class EncoderOnly(hk.Module):
     """Sources and empty answer slots through one encoder: src [B, S] and tgt_in [B, T]
     (its width alone) -> (logits [B, T, V] of the answer's tokens, `Attention` whose
@@ -131,44 +150,11 @@ class EncoderOnly(hk.Module):
         whole sequence is at 0, 1, 2, ... Rows are never packed (`Experiment.packs`)."""
         if src_segments is not None or tgt_segments is not None:
             raise ValueError("the encoder form trains on one example per row, never packed")
-        answer_width = tgt_in.shape[1]
-        slots = self.slots(src, answer_width)
-        if src_positions is None:
-            tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
-            src_positions = counting(*src.shape)
-            tgt_positions = tokens + counting(src.shape[0], answer_width)
-        ids, positions, where = slotted(src, src_positions, slots, tgt_positions)
+        slots = self.slots(src, tgt_in.shape[1])
+        ids, positions, where = sequence(src, tgt_in, slots, src_positions, tgt_positions)
         x, weights = self.transformer.encode(ids, positions, is_training)
         answers = jnp.take_along_axis(x, where[:, :, None], axis=1)
         return self.transformer.to_logits(answers), Attention(weights, None, None)
-
-
-class Encoder(Form):
-    """`model.arch=encoder`: the paper's Transformer, every answer token from one pass
-    over the input and its empty slots; one positional scheme over the whole sequence."""
-
-    name = "encoder"
-    one_pass = True
-    attention = ("encoder",)
-
-    def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
-        """An answer is one pass of `forward`: there is no incremental decoding, so
-        `encode`, `init_cache` and `decode_step` are None."""
-
-        def forward(src, tgt_in, **options):
-            slots = functools.partial(answer_slots, task)
-            return EncoderOnly(m, src_scheme, vocab_size, slots)(src, tgt_in, **options)
-
-        transformed = hk.transform(forward)
-        return ModelFns(transformed.init, transformed.apply, None, None, None)
-
-    def positions(self, key, src_scheme, tgt_scheme, task, src, answer_width, limit):
-        return slot_positions(key, src_scheme, task, src, answer_width, limit)
-
-    def decode_bytes(self, m: ModelConfig, src_width: int, answer_width: int) -> int:
-        """One layer's attention scores and activations over the source and its slots."""
-        n = src_width + answer_width
-        return layer_bytes(m, n, n)
 
 
 class OnePassForm(Form):
@@ -204,13 +190,8 @@ class OnePassForm(Form):
             src_segments=None,
             tgt_segments=None,
         ):
-            answer_width = tgt_in.shape[1]
-            slots = answer_slots(task, src, answer_width)
-            if src_positions is None:
-                tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
-                src_positions = counting(*src.shape)
-                tgt_positions = tokens + counting(src.shape[0], answer_width)
-            ids, positions, where = slotted(src, src_positions, slots, tgt_positions)
+            slots = answer_slots(task, src, tgt_in.shape[1])
+            ids, positions, where = sequence(src, tgt_in, slots, src_positions, tgt_positions)
             logits = self.forward(m, src_scheme, vocab_size, ids, positions, is_training)
             return jnp.take_along_axis(logits, where[:, :, None], axis=1), Attention(
                 None, None, None
@@ -226,3 +207,23 @@ class OnePassForm(Form):
         """As one attention layer over the sequence: a form's own may hold more."""
         n = src_width + answer_width
         return layer_bytes(m, n, n)
+
+
+class Encoder(OnePassForm):
+    """`model.arch=encoder`: the paper's Transformer, every answer token from one pass
+    over the input and its empty slots; one positional scheme over the whole sequence."""
+
+    name = "encoder"
+    attention = ("encoder",)
+    heads = True
+
+    def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
+        """An answer is one pass of `forward`: there is no incremental decoding, so
+        `encode`, `init_cache` and `decode_step` are None."""
+
+        def forward(src, tgt_in, **options):
+            slots = functools.partial(answer_slots, task)
+            return EncoderOnly(m, src_scheme, vocab_size, slots)(src, tgt_in, **options)
+
+        transformed = hk.transform(forward)
+        return ModelFns(transformed.init, transformed.apply, None, None, None)
