@@ -7,6 +7,7 @@ only when trusted, and mistakes in the user's code named."""
 import json
 import re
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -369,3 +370,23 @@ def test_a_study_grids_a_users_scheme_found_next_to_the_study_file(trained, tmp_
     shown = jab_here("study", "show", "study", cwd=tmp_path).stdout
     assert "Binary" in shown and "sinusoidal" in shown
     assert len(list((tmp_path / "study").glob("*/pos_encoding-code.py"))) == 1
+
+
+def test_a_users_reads_that_points_outside_the_input_is_named(tmp_path, monkeypatch):
+    code = example() + textwrap.dedent("""
+        def reads(self, steps, lengths):  # the last symbol, then the first: off by one
+            return jnp.where(steps == 0, lengths, 0)
+        """).replace("\n", "\n    ")
+    (tmp_path / "ends.py").write_text(code)
+    refused = jab_here("train", "--task", "ends.py:Ends", *SETS, "--out", "run", cwd=tmp_path,
+                       check=False)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "task ends: reads points outside the input" in refused.stderr
+    assert "at answer step 0: index" in refused.stderr and refused.stderr.count("\n") == 1
+    (tmp_path / "ends.py").write_text(
+        code.replace("steps == 0, lengths, 0", "steps == 0, lengths - 1, 0")
+    )
+    from jabcli.model.experiment import resolve
+
+    monkeypatch.chdir(tmp_path)
+    assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted

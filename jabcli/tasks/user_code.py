@@ -319,3 +319,26 @@ def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> 
                 f"task {task.name}: solve and targets disagree on input {text!r}: solve "
                 f"gives {solved!r}, targets {drawn!r}"
             )
+    if type(task).reads is not Task.reads:
+        check_reads(task, tokens, np.asarray(lengths), np.asarray(answer_lengths), files)
+
+
+def check_reads(task: Task, tokens: Any, lengths: Any, answer_lengths: Any, files) -> None:
+    """A user task's `reads` names, for each answer step, a symbol of its input: one that
+    points outside the input is named, with its input and step."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    width = int(answer_lengths.max())
+    try:
+        read = np.asarray(task.reads(jnp.arange(width)[None, :], jnp.asarray(lengths)[:, None]))
+    except Exception as err:
+        raise UserCodeError(f"{task.name}'s reads", err, files) from None
+    for row, (length, answer) in enumerate(zip(lengths, answer_lengths)):
+        for step in range(int(answer)):
+            if not 0 <= read[row, step] < length:
+                text = task.tokenizer.decode(tokens[row][: int(length)])
+                raise JabError(
+                    f"task {task.name}: reads points outside the input {text!r} at answer "
+                    f"step {step}: index {int(read[row, step])} of {int(length)} symbols"
+                )
