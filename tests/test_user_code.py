@@ -140,13 +140,22 @@ def test_an_installed_packages_task_is_listed_and_trained_by_its_entry_point_nam
     info = site / "mytasks-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mytasks\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[jab.tasks]\nends = mytasks.ends:Ends\n")
+    (site / "mytasks/binary.py").write_text(example("own-positional-encoding.md"))
+    (site / "mytasks/mine.py").write_text(example("own-model-form.md"))
+    (info / "entry_points.txt").write_text(
+        "[jab.tasks]\nends = mytasks.ends:Ends\n"
+        "[jab.positional_encodings]\nbinary = mytasks.binary:Binary\n"
+        "[jab.model_forms]\nmine = mytasks.mine:HaikuEncoder\n"
+    )
     monkeypatch.syspath_prepend(str(site))
     listed = jab_here("tasks", cwd=tmp_path).stdout
     assert "Installed task ends: mytasks.ends:Ends from mytasks 0.1" in " ".join(listed.split())
     jab_here("train", "--task", "ends", *SETS, "--steps", "20", "--out", "run", cwd=tmp_path)
     assert not (tmp_path / "run/task-code.py").exists()  # installed code: named, not copied
     assert jab_here("predict", "--run", "run", "31", cwd=tmp_path).returncode == 0
+    both = ["--set", "model.pos_encoding=binary", "--set", "model.arch=mine"]
+    trained = jab_here("train", *TINY, *both, "--steps", "20", "--out", "mine", cwd=tmp_path)
+    assert "Binary" not in trained.stdout and "binary, mine" in trained.stdout
 
 
 def run_study(folder: Path, cells: str, task: str | None = None) -> None:

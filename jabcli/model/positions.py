@@ -376,7 +376,7 @@ SCHEMES: dict[str, PositionalScheme] = {
 def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
     """The scheme `name` names: one of SCHEMES, or a class in the user's own code
     (PATH.py:Class, package.module:Class) that subclasses PositionalScheme."""
-    if is_code(name):
+    if is_code(name) or (name not in SCHEMES and installed(name)):
         return user_scheme(name, key)
     if name not in SCHEMES:
         raise JabError(
@@ -385,12 +385,23 @@ def get_scheme(name: str, key: str = "model.pos_encoding") -> PositionalScheme:
     return SCHEMES[name]
 
 
-@functools.cache
-def user_scheme(name: str, key: str) -> PositionalScheme:
-    """A scheme of the user's own, loaded once a process and checked against the contract."""
+def installed(name: str) -> bool:
+    """Whether an installed package registers a scheme called `name` (entry points)."""
     from jabcli.tasks import user_code
 
-    found = user_code.from_code(name, key)
+    return name in user_code.entry_points(user_code.SCHEME_ENTRY_POINTS)
+
+
+@functools.cache
+def user_scheme(name: str, key: str) -> PositionalScheme:
+    """A scheme of the user's own (in a file, a module, or an installed package's entry
+    point), loaded once a process and checked against the contract."""
+    from jabcli.tasks import user_code
+
+    if is_code(name):
+        found = user_code.from_code(name, key)
+    else:
+        found = user_code.from_entry_point(user_code.SCHEME_ENTRY_POINTS, name)
     if not (isinstance(found, type) and issubclass(found, PositionalScheme)):
         raise JabError(f"{key}={name} is not a positional scheme: subclass jabcli.PositionalScheme")
     if not found.name:

@@ -23,7 +23,9 @@ def get_form(name: str) -> Form:
     """The form `model.arch` names: one of FORMS, or a class in the user's own code
     (PATH.py:Class, package.module:Class) on the Form contract; one line listing the forms
     if there is none."""
-    if is_code(name):
+    if is_code(name) or (
+        name not in FORMS and name in user_code.entry_points(user_code.FORM_ENTRY_POINTS)
+    ):
         return user_form(name)
     if name not in FORMS:
         raise JabError(
@@ -36,7 +38,10 @@ def get_form(name: str) -> Form:
 @functools.cache
 def user_form(name: str) -> Form:
     """A form of the user's own, loaded once a process and checked against the contract."""
-    found = user_code.from_code(name, "model.arch")
+    if is_code(name):
+        found = user_code.from_code(name, "model.arch")
+    else:  # an installed package's entry point
+        found = user_code.from_entry_point(user_code.FORM_ENTRY_POINTS, name)
     if not (isinstance(found, type) and issubclass(found, Form)):
         raise JabError(f"model.arch={name} is not a model form: subclass jabcli.OnePassForm")
     missing = [

@@ -25,7 +25,11 @@ from typing import Any
 from jabcli.core.errors import JabError
 from jabcli.tasks.contract import Task
 
-ENTRY_POINTS = "jab.tasks"  # the group an installed package registers its tasks under
+# The entry-point groups an installed package registers its tasks, positional schemes and
+# model forms under.
+ENTRY_POINTS = "jab.tasks"
+SCHEME_ENTRY_POINTS = "jab.positional_encodings"
+FORM_ENTRY_POINTS = "jab.model_forms"
 # A run's copies of the user's files, by the config key that names each: what it imports
 # only when trusted.
 KEPT = {
@@ -239,17 +243,28 @@ def host_targets(task: Task, tokens: Any, lengths: Any) -> Any:
     return jax.pure_callback(answer, shapes, tokens, lengths, vmap_method="sequential")
 
 
-def entry_points() -> dict[str, metadata.EntryPoint]:
-    """The tasks installed packages register, by name (read only when asked). Reading
-    every package's entry points takes importlib.metadata 50 ms, a sixth of `jab tasks`:
-    it is asked only when some package's entry_points.txt names the group (1-2 ms)."""
-    if not any_registers():
+def entry_points(group: str = ENTRY_POINTS) -> dict[str, metadata.EntryPoint]:
+    """What installed packages register under `group`, by name (read only when asked).
+    Reading every package's entry points takes importlib.metadata 50 ms, a sixth of `jab
+    tasks`: it is asked only when some package's entry_points.txt names the group (1-2 ms)."""
+    if not any_registers(group):
         return {}
-    return {point.name: point for point in metadata.entry_points(group=ENTRY_POINTS)}
+    return {point.name: point for point in metadata.entry_points(group=group)}
 
 
-def any_registers() -> bool:
-    """Whether an installed package's entry_points.txt has the group ENTRY_POINTS."""
+def from_entry_point(group: str, name: str) -> Any | None:
+    """What an installed package registers as `name` under `group` (None: nothing), loaded."""
+    point = entry_points(group).get(name)
+    if point is None:
+        return None
+    try:
+        return point.load()
+    except Exception as err:
+        raise UserCodeError(f"loading {point.value}", err, user_files(err)) from None
+
+
+def any_registers(group: str = ENTRY_POINTS) -> bool:
+    """Whether an installed package's entry_points.txt has the group `group`."""
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
@@ -259,7 +274,7 @@ def any_registers() -> bool:
             if name.endswith((".dist-info", ".egg-info")):
                 try:
                     with open(os.path.join(entry, name, "entry_points.txt")) as f:
-                        if f"[{ENTRY_POINTS}]" in f.read():
+                        if f"[{group}]" in f.read():
                             return True
                 except OSError:
                     continue
