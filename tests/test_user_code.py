@@ -399,3 +399,11 @@ def test_a_users_reads_that_points_outside_the_input_is_named(tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted
+
+
+def test_what_a_users_file_subclasses_is_importable_from_jabcli_itself():
+    from jabcli import Form, OnePassForm, PositionalScheme, Task, Tokenizer
+    from jabcli.api.names import CONTRACT
+
+    assert {Task.__name__, PositionalScheme.__name__, OnePassForm.__name__} <= set(CONTRACT)
+    assert issubclass(OnePassForm, Form) and Tokenizer().tokens[:3] == ["<pad>", "<bos>", "<eos>"]
