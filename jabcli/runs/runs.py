@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import errno
 import fcntl
 import hashlib
 import json
@@ -32,22 +31,21 @@ import os
 import shlex
 import shutil
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from jabcli.core.config import from_dict
-from jabcli.core.errors import JabError, Note
-from jabcli.core.settings import FILE_PREFIX, Config, data_path, is_code, short_name
+from jabcli.core.errors import JabError
+from jabcli.core.settings import FILE_PREFIX, Config, data_path, short_name
 from jabcli.core.tokenizer import Tokenizer
-from jabcli.tasks.user_code import KEPT
+from jabcli.runs.code_copies import changed_since, in_code, keep_code, kept
+from jabcli.runs.files import atomic_write, describe
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
 DATA_FILE = "task-data"  # a file:PATH task's pairs, copied into the run folder
-CODE_RECORD = "code.json"  # where each of a run's copies of the user's code came from
 REJECTED_METRICS = "metrics.rejected.jsonl"  # unreadable metrics lines, set aside on resume
 SEED_PREFIX = "seed-"  # the runs of a group of seeds are its folders seed-<seed>
 GROUP_FILE = "group.json"  # a group's seeds; written last, so only a complete group has it
@@ -57,98 +55,6 @@ STUDY_FILE = "study.json"  # in a study folder: its cells, as last run
 def data_copy(source: str) -> str:
     """The name a run folder gives its copy of the data file `source`."""
     return DATA_FILE + Path(source).suffix.lower()
-
-
-def code_file(value: str) -> str | None:
-    """The Python file a config value in the user's code names (PATH.py:Class), or None."""
-    where = value.rpartition(":")[0] if is_code(value) else ""
-    return where if where.endswith(".py") else None
-
-
-def in_code(cfg: Config) -> dict[str, str]:
-    """The config keys of `cfg` whose values name a class in a file of the user's own
-    (user_code.KEPT: the task, the positional schemes), with each value."""
-    values = {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in KEPT}
-    return {key: value for key, value in values.items() if code_file(value) is not None}
-
-
-def keep_code(path: Path, found: dict[str, str]) -> None:
-    """Copy the files of the user's code that `found` names (config key: value) into the
-    run folder `path`, with where each came from and its digest (CODE_RECORD), and trust
-    them: the user trained with them."""
-    from jabcli.tasks import user_code
-
-    record = {}
-    for key, value in found.items():
-        source = code_file(value)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as err:
-            raise JabError(f"could not read {source}: {describe(err)}") from None
-        atomic_write(path / KEPT[key], data)
-        record[key] = {"source": str(Path(source).resolve()), "sha256": user_code.digest(data)}
-        user_code.trust(data)
-    atomic_write(path / CODE_RECORD, json.dumps(record, indent=1).encode())
-
-
-def kept(key: str, value: str, folder: Path | str = "") -> str:
-    """A config value naming the user's code, as the run's copy of it in `folder`."""
-    return f"{Path(folder) / KEPT[key]}:{value.rpartition(':')[2]}"
-
-
-told_changed: set[str] = set()  # the copies whose changed original was said, once a process
-
-
-def changed_since(path: Path) -> None:
-    """Say once, as a note, that a file a run's code was copied from has changed since (the
-    run goes on using its copy)."""
-    from jabcli.tasks import user_code
-
-    try:
-        record = json.loads((path / CODE_RECORD).read_text())
-    except (OSError, ValueError):
-        return
-    for key, copied in record.items() if isinstance(record, dict) else []:
-        try:
-            now = user_code.digest(Path(copied["source"]).read_bytes())
-        except (OSError, KeyError, TypeError):
-            continue  # the original is gone (or the record is): the copy is all there is
-        told = f"{path}/{key}"
-        if now != copied["sha256"] and told not in told_changed:
-            told_changed.add(told)
-            warnings.warn(
-                f"{copied['source']} has changed since {path} was trained; the run uses "
-                f"its own copy, {path / KEPT[key]}",
-                Note,
-                stacklevel=2,
-            )
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:  # also a second Ctrl-C: never leave the temporary behind
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(err, OSError):
-            raise JabError(f"could not write {path}: {describe(err)}") from None
-        raise
-
-
-def describe(err: OSError) -> str:
-    if err.errno == errno.ENOSPC:
-        return "the disk is full"
-    if err.errno == errno.EROFS:
-        return "read-only file system"
-    if err.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    return err.strerror or str(err)
 
 
 def sha256(data: bytes) -> str:
