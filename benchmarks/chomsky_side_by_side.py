@@ -7,7 +7,7 @@ and what it imports beyond jab's own dependencies (keep jax and jaxlib as they a
 
     git clone https://github.com/google-deepmind/neural_networks_chomsky_hierarchy
     pip install chex dm-tree tqdm absl-py einshape
-    python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \
+    python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
         [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
 
 What it does, one process at a time (each run in a fresh child process of its own):
@@ -495,9 +495,15 @@ def lengths_of(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:3]),  # how to get the paper's code
+        formatter_class=argparse.RawTextHelpFormatter,
     )
-    parser.add_argument("paper_code", type=Path, help="the clone of the paper's code")
+    parser.add_argument(
+        "paper_code",
+        type=Path,
+        help="a clone of github.com/google-deepmind/neural_networks_chomsky_hierarchy",
+    )
     parser.add_argument(
         "--tasks",
         default="even_pairs,bucket_sort,cycle_navigation,reverse",
