@@ -1,0 +1,598 @@
+"""The paper's own code beside jab on the Chomsky-hierarchy protocol (Delétang et al.
+2023): its samplers against jab's reference answers, and its Transformer trained by its
+own training loop beside jab's encoder form (`model.arch=encoder`) at the same settings.
+
+Not part of the test suite: it needs the paper's code, which jab does not ship. Get it,
+and what it imports beyond jab's own dependencies (keep jax and jaxlib as they are):
+
+    git clone https://github.com/google-deepmind/neural_networks_chomsky_hierarchy
+    pip install chex dm-tree tqdm absl-py einshape
+    python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
+        [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
+
+What it does, one process at a time (each run in a fresh child process of its own):
+
+1. Samplers. Every one of the fifteen tasks (the paper's names and options: brackets
+   with `*`, bucket_sort on five symbols) draws `--check-samples` inputs at each of
+   `--check-lengths` with the paper's `sample_batch`; each input is written in jab's
+   alphabet and jab's `solve` (the task as `studies/chomsky_paper.yaml` sets it: odds_first
+   counted from 0, ...) must give the paper's answer. Inputs shorter than the jab task's
+   shortest are counted apart, as are inputs jab's `check_input` refuses.
+2. Training. For each task of `--tasks` and each seed: the paper's Transformer encoder
+   (its builder's defaults: 5 layers of width 64, 8 heads, dropout 0.1, sinusoidal
+   positions) trained by its `TrainingWorker` (Adam at 1e-3, gradients clipped at 1,
+   batch 128, lengths uniform in 1-40), built as its `experiments/example.py` builds it
+   (empty answer slots, its loss and accuracy); and jab's encoder form with
+   `studies/chomsky_paper.yaml`'s settings. Both train `--steps` updates from the same
+   seed number. Steps per second leave out each side's first 100 steps, where both
+   compile (jab its one program for lengths up to 40; the paper's code one per length it
+   meets, most of the 40 by then), and count the rest of its loop: the paper's own
+   sampling and any later compilation included, jab's held-out evaluation (once, at the
+   end) not.
+3. Score. The paper's score, per-symbol accuracy on the answer at its true length,
+   averaged over lengths (each length weighs the same): on 1-40 and on 41, 51, ..., 491,
+   `--samples` inputs per length. The paper's side as its `range_evaluation` computes it
+   (its `apply` with a random key, so dropout is on; argmax over the task's classes); jab's
+   as `jab eval --force-length` does (`forced_symbol_acc`, on inputs jab draws).
+
+Prints the sampler table and one markdown table (median [min-max] over seeds), and writes
+every figure to `--out` (default benchmarks/side_by_side.json) as each run ends;
+`--resume` keeps the runs already there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+STUDY = HERE.parent / "studies" / "chomsky_paper.yaml"
+PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import each other
+
+TRAIN_LENGTHS = list(range(1, 41))
+LONG_LENGTHS = list(range(41, 500, 10))  # 41, 51, ..., 491
+WARM = 100  # steps left out of steps/s on both sides: the first compilations
+BATCH = 128
+LEARNING_RATE = 1e-3
+
+# jab's task name -> the paper's (experiments/constants.py, TASK_BUILDERS).
+PAPER_NAMES = {
+    "even_pairs": "even_pairs",
+    "modular_arithmetic": "modular_arithmetic",
+    "parity_check": "parity_check",
+    "cycle_navigation": "cycle_navigation",
+    "stack_manipulation": "stack_manipulation",
+    "reverse": "reverse_string",
+    "modular_arithmetic_brackets": "modular_arithmetic_brackets",
+    "solve_equation": "solve_equation",
+    "duplicate": "duplicate_string",
+    "missing_duplicate": "missing_duplicate_string",
+    "odds_first": "odds_first",
+    "binary_addition": "binary_addition",
+    "binary_multiplication": "binary_multiplication",
+    "compute_sqrt": "compute_sqrt",
+    "bucket_sort": "bucket_sort",
+}
+
+# The paper's input symbols, by their index in its one-hot code, as jab writes them
+# (the paper's task files define the codes; jab's alphabets are in jabcli/tasks/).
+INPUT_SYMBOLS = {
+    "modular_arithmetic": "01234+-*_",
+    "cycle_navigation": "012",
+    "stack_manipulation": "01-ab",  # 2 pop, 3 push 0, 4 push 1
+    "modular_arithmetic_brackets": "01234+-*()x=",
+    "solve_equation": "01234+-()x=",
+    "missing_duplicate": "01_#",
+    "binary_addition": "01+",
+    "binary_multiplication": "01*",
+    "bucket_sort": "01234",
+}
+# Answers that end in the paper's termination symbol 2, padded with 0s after it.
+TERMINATED = {"stack_manipulation", "binary_addition", "binary_multiplication"}
+
+
+def paper_modules(path: Path) -> types.SimpleNamespace:
+    """The paper's modules, imported from its clone at `path` whatever the folder is named
+    (its files import each other as `neural_networks_chomsky_hierarchy.*`)."""
+    if not (path / "experiments" / "training.py").is_file():
+        raise SystemExit(
+            f"{path} is not the paper's code (no experiments/training.py); get it with\n"
+            "  git clone https://github.com/google-deepmind/neural_networks_chomsky_hierarchy"
+        )
+    package = types.ModuleType(PACKAGE)
+    package.__path__ = [str(path.resolve())]
+    sys.modules[PACKAGE] = package
+
+    def module(name: str):
+        return importlib.import_module(f"{PACKAGE}.{name}")
+
+    return types.SimpleNamespace(
+        constants=module("experiments.constants"),
+        curriculum=module("experiments.curriculum"),
+        training=module("experiments.training"),
+        utils=module("experiments.utils"),
+        transformer=module("models.transformer"),
+    )
+
+
+def paper_task(paper, name: str):
+    """The paper's task for jab's task `name`, built as its experiments build it. Its
+    modular_arithmetic keeps its operators as a generator, which the first length its
+    jitted sampler traces uses up (every later length of 3 or more then fails); a tuple
+    of the same operators stands in for it."""
+    task = paper.constants.TASK_BUILDERS[PAPER_NAMES[name]]()
+    if isinstance(getattr(task, "_operators", None), types.GeneratorType):
+        task._operators = tuple(task._operators)
+    return task
+
+
+def study_settings() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """jab's settings for the paper's shape (studies/chomsky_paper.yaml): the base's
+    `set`, and each task's own."""
+    import yaml
+
+    study = yaml.safe_load(STUDY.read_text())
+    rows = {row["task"]: row.get("set", {}) for row in study["rows"]}
+    return study["base"]["set"], rows
+
+
+def jab_task(name: str):
+    """The jab task `name` with the protocol's options, as the study builds it."""
+    from jabcli.model.experiment import resolve
+
+    base, rows = study_settings()
+    return resolve(name, overrides={**base, **rows[name]}).task
+
+
+# 1. Samplers ------------------------------------------------------------------------
+
+
+def as_text(codes, symbols: str) -> str:
+    return "".join(symbols[int(c)] for c in codes)
+
+
+def paper_answer(name: str, output) -> str:
+    """The paper's answer (one-hot [classes] or [T, classes]) as jab writes it."""
+    import numpy as np
+
+    codes = np.argmax(np.asarray(output), axis=-1)
+    if codes.ndim == 0:  # a class task: the class's digit
+        return str(int(codes))
+    codes = list(codes)
+    if name in TERMINATED:  # the answer ends where the termination symbol is
+        codes = codes[: codes.index(2)]
+    return as_text(codes, INPUT_SYMBOLS.get(name, "01234"))
+
+
+def check_samplers(paper, tasks: list[str], lengths: list[int], samples: int, seed: int):
+    """For each task, the paper's inputs and answers against jab's `solve`: a row per
+    task, with up to three disagreements written out."""
+    import jax
+    import numpy as np
+
+    from jabcli.core.errors import JabError
+
+    random.seed(seed)
+    np.random.seed(seed)
+    rows = []
+    for name in tasks:
+        task = paper_task(paper, name)
+        ours = jab_task(name)
+        symbols = INPUT_SYMBOLS.get(name, "01234")
+        row = {"task": name, "checked": 0, "disagree": 0, "refused": 0, "too_short": 0}
+        examples = []
+        tic = time.perf_counter()
+        for length in lengths:
+            key = jax.random.PRNGKey(seed * 100_003 + length)
+            batch = task.sample_batch(key, samples, length)
+            inputs = np.argmax(np.asarray(batch["input"]), axis=-1)
+            for codes, output in zip(inputs, np.asarray(batch["output"])):
+                text, expected = as_text(codes, symbols), paper_answer(name, output)
+                if len(text) < ours.min_length:
+                    row["too_short"] += 1
+                    continue
+                try:
+                    ours.check_input(text)
+                except JabError:
+                    row["refused"] += 1
+                    continue
+                row["checked"] += 1
+                answer = ours.solve(text)
+                if answer != expected:
+                    row["disagree"] += 1
+                    if len(examples) < 3:
+                        examples.append({"input": text, "paper": expected, "jab": answer})
+        row["examples"] = examples
+        row["seconds"] = round(time.perf_counter() - tic, 1)
+        rows.append(row)
+        print(
+            f"  {name}: {row['checked']} checked, {row['disagree']} disagree, "
+            f"{row['refused']} refused, {row['too_short']} shorter than jab's shortest",
+            flush=True,
+        )
+    return rows
+
+
+def sampler_table(rows: list[dict[str, Any]], lengths: list[int], samples: int) -> str:
+    lines = [
+        f"The paper's samplers against jab's `solve`: {samples} inputs at each of "
+        f"{len(lengths)} lengths ({describe(lengths)})",
+        "",
+        "| task | inputs checked | disagreements | refused by jab | shorter than jab takes |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['task']} | {row['checked']} | {row['disagree']} | {row['refused']} "
+            f"| {row['too_short']} |"
+        )
+    for row in rows:
+        for example in row["examples"]:
+            lines.append(
+                f"\n{row['task']}: {example['input']!r}: paper {example['paper']!r}, "
+                f"jab {example['jab']!r}"
+            )
+    return "\n".join(lines)
+
+
+def describe(lengths: list[int]) -> str:
+    if lengths == list(range(lengths[0], lengths[-1] + 1)):
+        return f"{lengths[0]}-{lengths[-1]}"
+    return ", ".join(map(str, lengths))
+
+
+# 2 and 3. Training and score, one run per child process ------------------------------
+
+
+class Timed:
+    """The paper's task with the time of every `sample_batch` call kept: its training
+    loop draws one batch per step (after one for initialising), so these times mark the
+    steps. Everything else is the task's own."""
+
+    def __init__(self, task):
+        self.task, self.times = task, []
+
+    def sample_batch(self, rng, batch_size, length):
+        self.times.append(time.perf_counter())
+        return self.task.sample_batch(rng, batch_size=batch_size, length=length)
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+
+def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int) -> dict:
+    """The paper's Transformer trained by its own loop, as experiments/example.py builds
+    it, then scored as its range evaluation scores."""
+    import haiku as hk
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    paper = paper_modules(paper_path)
+    task = paper_task(paper, name)
+    single_output = task.output_length(10) == 1
+    model = paper.transformer.make_transformer_encoder(
+        output_size=task.output_size, return_all_outputs=True
+    )  # the builder's defaults are the paper's: 5 layers, width 64, 8 heads, dropout 0.1
+    model = hk.transform(paper.utils.make_model_with_empty_targets(model, task, 0, single_output))
+
+    def loss_fn(output, target):  # example.py's
+        return jnp.mean(jnp.sum(task.pointwise_loss_fn(output, target), axis=-1)), {}
+
+    def accuracy_fn(output, target):  # example.py's
+        mask = task.accuracy_mask(target)
+        return jnp.sum(mask * task.accuracy_fn(output, target)) / jnp.sum(mask)
+
+    timed = Timed(task)
+    params = paper.training.ClassicTrainingParams(
+        seed=seed,
+        model_init_seed=seed,
+        training_steps=steps - 1,  # its loop runs steps 0 to training_steps
+        log_frequency=100,
+        length_curriculum=paper.curriculum.UniformCurriculum(values=TRAIN_LENGTHS),
+        batch_size=BATCH,
+        task=timed,
+        model=model,
+        loss_fn=loss_fn,
+        learning_rate=LEARNING_RATE,
+        accuracy_fn=accuracy_fn,
+        compute_full_range_test=False,
+    )
+    tic = time.perf_counter()
+    _, _, trained = paper.training.TrainingWorker(params).run()
+    jax.block_until_ready(trained)
+    end = time.perf_counter()
+    # Its loop pulls the loss to the host after steps 0, 100, 200, ...; the batch it
+    # draws next (times[k + 1] is drawn for step k) starts once that step is done.
+    start = WARM if steps > 2 * WARM else 0
+    rate = (steps - 1 - start) / (end - timed.times[start + 2])
+    half = 100 * (steps // 200)
+    late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
+
+    apply = jax.jit(model.apply)  # range_evaluation.py's: a key, so dropout is on
+    rng_seq = hk.PRNGSequence(1)
+    random.seed(1)
+    np.random.seed(1)
+
+    def accuracy(length: int) -> float:
+        apply.clear_cache()
+        parts = []
+        for first in range(0, samples, 16):  # sub-batches, as its evaluation has
+            batch = task.sample_batch(next(rng_seq), min(16, samples - first), length)
+            outputs = apply(trained, next(rng_seq), batch["input"])
+            parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
+        return float(np.mean(parts))
+
+    tic_eval = time.perf_counter()
+    scores = {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
+    return {
+        "steps_per_sec": rate,
+        "steps_per_sec_second_half": late,
+        "train_s": end - tic,
+        "eval_s": time.perf_counter() - tic_eval,
+        "per_length": scores,
+    }
+
+
+def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
+    """jab's encoder form at studies/chomsky_paper.yaml's settings, then scored as
+    `jab eval --force-length` scores (`forced_symbol_acc`) at each length."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jabcli.core import runtime
+    from jabcli.evaluation import layout
+    from jabcli.evaluation.decode import decode_rows
+    from jabcli.evaluation.evaluate import score
+    from jabcli.inspection import inspection
+    from jabcli.model.experiment import resolve
+    from jabcli.runs.runs import Run
+    from jabcli.tasks import sampling
+    from jabcli.training import session
+
+    runtime.configure()
+    base, rows = study_settings()
+    once = {"train.eval_every": steps, "train.eval_samples": 64, "train.target_seq_acc": 1.0}
+    sets = {**base, **rows[name], **once}  # held-out evaluation once, at the end
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "run"
+        experiment = resolve(name, overrides=sets, steps=steps, seed=seed)
+        tic = time.perf_counter()
+        outcome = session.start(experiment, out)
+        seconds = time.perf_counter() - tic
+        if outcome.step != steps:
+            raise SystemExit(f"jab stopped at step {outcome.step} of {steps}")
+        records = Run.open(outcome.path).read_metrics()
+        chunks = [r for r in records if "steps_per_sec" in r]
+        start = WARM if steps > 2 * WARM else 0
+        rate, late = (
+            speed(chunks, after)
+            for after in (start, chunks[len(chunks) // 2]["step"] if chunks else 0)
+        )
+        loaded = inspection.load(outcome.path, "latest")
+
+    def accuracies(lengths: list[int], key) -> dict[int, float]:
+        sample_key, positions_key = jax.random.split(key)  # as evaluate.evaluate splits
+        drawn = jnp.repeat(jnp.asarray(lengths), samples)
+        batch = sampling.sample_lengths(loaded.experiment.task, sample_key, drawn, max(lengths))
+        src, tgt_out = np.asarray(batch.src), np.asarray(batch.tgt_out)
+        forced = decode_rows(
+            loaded.experiment,
+            loaded.params,
+            positions_key,
+            src,
+            tgt_out.shape[1],
+            layout.answer_lengths(tgt_out),
+        )
+        end_scored = loaded.experiment.task.end_scored
+        found = score(loaded.experiment.tokenizer, src, forced, tgt_out, end_scored=end_scored)
+        return {n: figures["symbol_acc"] for n, figures in found["per_length"].items()}
+
+    tic_eval = time.perf_counter()
+    scores = accuracies(TRAIN_LENGTHS, jax.random.PRNGKey(1))
+    scores |= accuracies(LONG_LENGTHS, jax.random.PRNGKey(2))
+    return {
+        "steps_per_sec": rate,
+        "steps_per_sec_second_half": late,
+        "train_s": seconds,
+        "eval_s": time.perf_counter() - tic_eval,
+        "per_length": scores,
+    }
+
+
+def speed(chunks: list[dict], after: int) -> float | None:
+    """Steps per second of the chunks of training logged after step `after` (each
+    record is a chunk: its steps since the record before, at its own rate)."""
+    done = [
+        (b["step"] - a["step"], b["steps_per_sec"])
+        for a, b in itertools.pairwise(chunks)
+        if a["step"] >= after
+    ]
+    return sum(n for n, _ in done) / sum(n / s for n, s in done) if done else None
+
+
+def one_run(paper_path: Path, spec: str, steps: int, samples: int) -> None:
+    """A child process: one task, one side, one seed; its record as JSON on stdout."""
+    name, side, seed = spec.split(":")
+    if side == "paper":
+        found = train_paper(paper_path, name, int(seed), steps, samples)
+    else:
+        found = train_jab(name, int(seed), steps, samples)
+    found["per_length"] = {str(n): acc for n, acc in found["per_length"].items()}
+    print(json.dumps({"task": name, "side": side, "seed": int(seed), "steps": steps, **found}))
+
+
+# The table ---------------------------------------------------------------------------
+
+
+def mean_over(record: dict, lengths: list[int]) -> float:
+    """The paper's score over `lengths`: each length's accuracy weighs the same (a task
+    that draws only odd lengths, modular_arithmetic on jab's side, has fewer)."""
+    found = [record["per_length"][str(n)] for n in lengths if str(n) in record["per_length"]]
+    return sum(found) / len(found)
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def rate(value: float | None) -> str:
+    """Steps per second; none when a run was too short to leave its first chunk out."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+def table(records: list[dict], tasks: list[str]) -> str:
+    from jabcli.api.formatting import spread
+
+    near = [n for n in LONG_LENGTHS if n <= 100]
+    far = [n for n in LONG_LENGTHS if n > 100]
+    lines = [
+        "| task | side | seeds | steps | steps/s | training s | 1-40 | 41-500 | 41-91 / 101-491 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in tasks:
+        for side, label in (("paper", "paper's code"), ("jab", "jab encoder")):
+            runs = [r for r in records if r["task"] == name and r["side"] == side]
+            if not runs:
+                continue
+            steps = sorted({r["steps"] for r in runs})
+            speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
+            per_second = spread(speeds, rate) if speeds else rate(None)
+            within = spread([mean_over(r, TRAIN_LENGTHS) for r in runs], percent)
+            beyond = spread([mean_over(r, LONG_LENGTHS) for r in runs], percent)
+            split = (
+                f"{spread([mean_over(r, near) for r in runs], percent)} / "
+                f"{spread([mean_over(r, far) for r in runs], percent)}"
+            )
+            seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
+            lines.append(
+                f"| {name} | {label} | {len(runs)} | {'/'.join(map(str, steps))} | {per_second} "
+                f"| {seconds} | {within} | {beyond} | {split} |"
+            )
+    return "\n".join(lines)
+
+
+def lengths_of(text: str) -> list[int]:
+    """`1-40,41-491/50`: ranges, each with an optional step."""
+    found = []
+    for part in text.split(","):
+        span, _, step = part.partition("/")
+        low, _, high = span.partition("-")
+        found += range(int(low), int(high or low) + 1, int(step or 1))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:3]),  # how to get the paper's code
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    parser.add_argument(
+        "paper_code",
+        type=Path,
+        help="a clone of github.com/google-deepmind/neural_networks_chomsky_hierarchy",
+    )
+    parser.add_argument(
+        "--tasks",
+        default="even_pairs,bucket_sort,cycle_navigation,reverse",
+        help="tasks to train, jab's names (default: %(default)s)",
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--steps", type=int, default=1000, help="updates each (default 1000)")
+    parser.add_argument(
+        "--samples", type=int, default=32, help="scored inputs per length (default 32)"
+    )
+    parser.add_argument(
+        "--check-lengths", default="1-40,41-491/50", help="sampler check (%(default)s)"
+    )
+    parser.add_argument(
+        "--check-samples", type=int, default=32, help="inputs per length (default 32)"
+    )
+    parser.add_argument("--skip-check", action="store_true", help="train only")
+    parser.add_argument("--skip-train", action="store_true", help="check the samplers only")
+    parser.add_argument("--out", type=Path, default=HERE / "side_by_side.json")
+    parser.add_argument("--resume", action="store_true", help="keep the runs in --out")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # TASK:SIDE:SEED, a child's run
+    args = parser.parse_args()
+    if args.one:
+        one_run(args.paper_code, args.one, args.steps, args.samples)
+        return
+    tasks = args.tasks.split(",")
+    unknown = sorted(set(tasks) - set(PAPER_NAMES))
+    if unknown:
+        raise SystemExit(f"not tasks of the protocol: {', '.join(unknown)}")
+    paper_modules(args.paper_code)  # a wrong path fails now, not in a child
+    found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
+    found.setdefault("records", [])
+    if not (args.skip_check and args.skip_train):  # a table of the runs alone writes nothing
+        found.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
+    started = time.perf_counter()
+
+    if not args.skip_check:
+        lengths = lengths_of(args.check_lengths)
+        print(f"Checking the paper's samplers on {describe(lengths)}", flush=True)
+        paper = paper_modules(args.paper_code)
+        rows = check_samplers(paper, list(PAPER_NAMES), lengths, args.check_samples, seed=0)
+        found["samplers"] = {"lengths": lengths, "samples": args.check_samples, "rows": rows}
+        args.out.write_text(json.dumps(found, indent=1) + "\n")
+        print(sampler_table(rows, lengths, args.check_samples), flush=True)
+
+    if not args.skip_train:
+        for name in tasks:
+            for seed in range(args.seeds):
+                for side in ("paper", "jab"):
+                    done = [
+                        r
+                        for r in found["records"]
+                        if (r["task"], r["side"], r["seed"], r["steps"])
+                        == (name, side, seed, args.steps)
+                    ]
+                    if done:
+                        continue
+                    print(f"Training {name}, {side}, seed {seed}", flush=True)
+                    one = [str(args.paper_code), "--one", f"{name}:{side}:{seed}"]
+                    sizes = ["--steps", str(args.steps), "--samples", str(args.samples)]
+                    child = subprocess.run(
+                        [sys.executable, __file__, *one, *sizes],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                        check=True,
+                    )
+                    record = json.loads(child.stdout.strip().splitlines()[-1])
+                    found["records"].append(record)
+                    args.out.write_text(json.dumps(found, indent=1) + "\n")
+                    print(
+                        f"  {rate(record['steps_per_sec'])} steps/s, trained in "
+                        f"{record['train_s']:.0f} s, scored in {record['eval_s']:.0f} s; "
+                        f"1-40 {percent(mean_over(record, TRAIN_LENGTHS))}, "
+                        f"41-491 {percent(mean_over(record, LONG_LENGTHS))}",
+                        flush=True,
+                    )
+    if any(r["task"] in tasks for r in found["records"]):
+        print(
+            f"\nThe paper's score (per-symbol accuracy at the answer's true length, each "
+            f"length weighing the same), {args.samples} inputs per length on 1-40 and on "
+            f"41, 51, ..., 491; steps/s after the first {WARM} steps; training s: the whole "
+            f"training call, compilations included; median [min-max] over seeds\n",
+            flush=True,
+        )
+        print(table(found["records"], tasks))
+    if not (args.skip_check and args.skip_train):
+        found.setdefault("seconds", []).append(round(time.perf_counter() - started))
+        args.out.write_text(json.dumps(found, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
