@@ -407,3 +407,25 @@ def test_what_a_users_file_subclasses_is_importable_from_jabcli_itself():
 
     assert {Task.__name__, PositionalScheme.__name__, OnePassForm.__name__} <= set(CONTRACT)
     assert issubclass(OnePassForm, Form) and Tokenizer().tokens[:3] == ["<pad>", "<bos>", "<eos>"]
+
+
+def test_the_api_trains_a_users_task_class_or_instance_kept_with_the_run(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "repeat_task.py").write_text(REPEAT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    Repeat = importlib.import_module("repeat_task").Repeat
+    run = jab.train(Repeat(times=1), steps=20, overrides=TINY_OVERRIDES, out=tmp_path / "one")
+    assert run.predict("12")[0]["expected"] == "2"  # times=1, not the class's default 2
+    assert (tmp_path / "one/task-code.py").read_text() == REPEAT
+    run = jab.train(Repeat, steps=20, overrides=TINY_OVERRIDES, out=tmp_path / "two")
+    assert run.predict("12")[0]["expected"] == "22"
+
+    def defined_here():
+        class Inner(Repeat):
+            pass
+
+        return Inner
+
+    with pytest.raises(jab.JabError, match=r"is not defined at the top of a \.py file"):
+        jab.train(defined_here(), steps=20, out=tmp_path / "never")

@@ -22,6 +22,7 @@ with the message the command line prints.
 from __future__ import annotations
 
 import math
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,48 @@ def yes_or_no(value: Any, what: str) -> bool:
     return value
 
 
+def task_reference(task: Any) -> tuple[str, dict[str, Any]]:
+    """`train`'s task: a name, a YAML file, file:PATH or PATH.py:Class as the command line
+    takes it; or a task class of the user's own (`jab.train(Ends)`) or an instance of one
+    (`jab.train(Repeat(times=3))`, its fields as task.<field> options), named by the file
+    that defines it, which the run keeps a copy of."""
+    import inspect
+
+    from jabcli.tasks.contract import Task
+
+    if isinstance(task, (str, Path)):
+        return str(task), {}
+    cls = type(task) if isinstance(task, Task) else task
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise JabError(
+            f"task takes a task name, a task YAML file, file:PATH, PATH.py:Class or a task "
+            f"class, got {task!r}"
+        )
+    try:
+        source = inspect.getfile(cls)
+    except (TypeError, OSError):
+        source = ""
+    if not source.endswith(".py") or "<" in cls.__qualname__:
+        raise JabError(
+            f"task {cls.__name__} is not defined at the top of a .py file (a notebook cell's or "
+            "a function's class cannot be kept with the run): put it in one, or pass PATH.py:Class"
+        )
+    own = {}
+    if isinstance(task, Task):
+        defaults = cls()
+        own = {
+            f"task.{name}": getattr(task, name)
+            for name in cls.options()
+            if getattr(task, name) != getattr(defaults, name)
+        }
+        if task.alphabet != defaults.alphabet:
+            own["task.alphabet"] = task.alphabet
+    installed = {sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")}
+    if any(source.startswith(folder) for folder in installed):  # an installed package's
+        return f"{cls.__module__}:{cls.__qualname__}", own
+    return f"{source}:{cls.__qualname__}", own  # a file of the user's: the run keeps a copy
+
+
 def checkpoint_name(value: Any) -> str:
     """`jab eval --checkpoint`: best, latest or a step (an int here too)."""
     if type(value) is int and value >= 0:
@@ -118,7 +161,7 @@ def checkpoint_name(value: Any) -> str:
 
 
 def train(
-    task: str,
+    task: str | type | object,
     steps: int | None = None,
     seed: int | None = None,
     seeds: int | None = None,
@@ -135,8 +178,7 @@ def train(
     from jabcli.model.experiment import resolve
     from jabcli.training import session
 
-    if not isinstance(task, (str, Path)):
-        raise JabError(f"task takes a task name, a task YAML file or file:PATH, got {task!r}")
+    task, own = task_reference(task)
     if overrides is not None and not (
         isinstance(overrides, dict) and all(isinstance(key, str) for key in overrides)
     ):
@@ -144,6 +186,7 @@ def train(
             f"overrides takes a dict of config keys and values, like {{'model.d_model': 64}}, "
             f"got {overrides!r}"
         )
+    overrides = {**own, **(overrides or {})} or None  # an instance's options, then the caller's
     for value, name, least in ((steps, "steps", 1), (seed, "seed", 0), (seeds, "seeds", 1)):
         if value is not None:  # named as here, not as the command line's --steps
             whole(value, name, least)

@@ -285,7 +285,7 @@ def predict(
     from jabcli.cli.display import console
     from jabcli.cli.tables import predictions
 
-    folder = next((t for t in texts if t != "-" and os.path.isdir(t)), None)
+    folder = next((t for t in texts if t != "-" and is_run(t)), None)
     if folder is not None and run is None:  # jab predict RUN 123: the run is --run's
         raise JabError(f"{folder} is a folder, not an input; name a run with --run {folder}")
     lines = [(f"line {n}: ", line) for n, line in stdin_lines()] if "-" in texts else []
@@ -302,6 +302,12 @@ def predict(
         print(f"jab: error: {given[i][0]}{error}", file=sys.stderr)
     if answered.skipped:
         raise typer.Exit(2)
+
+
+def is_run(text: str) -> bool:
+    """Whether an argument names a run folder or a group (an input like `..` may name a
+    folder, and is an input all the same)."""
+    return any(os.path.isfile(os.path.join(text, name)) for name in ("config.yaml", "group.json"))
 
 
 def stdin_lines() -> list[tuple[int, str]]:

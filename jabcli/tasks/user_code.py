@@ -18,11 +18,12 @@ import importlib.util
 import os
 import sys
 import traceback
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.errors import JabError
+from jabcli.core.errors import JabError, Note
 from jabcli.tasks.contract import Task
 
 # The entry-point groups an installed package registers its tasks, positional schemes and
@@ -82,8 +83,13 @@ def trust(data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:
             f.write(digest(data) + "\n")
-    except OSError as err:
-        raise JabError(f"could not write {path}: {err.strerror}") from None
+    except OSError as err:  # a convenience lost, never a run: say so and go on
+        warnings.warn(
+            f"could not write {path} ({err.strerror}): commands that load this run's copy "
+            "of your code will need JAB_TRUST_CODE=1",
+            Note,
+            stacklevel=2,
+        )
 
 
 def check_trusted(path: Path, data: bytes) -> None:
