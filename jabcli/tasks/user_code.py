@@ -1,11 +1,13 @@
-"""Tasks from the user's own code: `--task PATH.py:Class` (a file), `--task
-package.module:Class` (an importable module) and the tasks installed packages register
-under the entry-point group `jab.tasks` (read only when a name is not a built-in one).
-Each is checked against the contract when it is loaded: missing members named, and its
-`solve` and `targets` compared on a sample batch before it trains.
+"""The user's own code: a task, a positional scheme or a model form named as
+`PATH.py:Class` (a file) or `package.module:Class` (an importable module), or registered by
+an installed package under an entry-point group (`jab.tasks`, `jab.positional_encodings`,
+`jab.model_forms`; read only when a name is not one of jab's own). A task is checked
+against the contract when it is loaded: missing members named, its `solve` and `targets`
+compared on a sample batch, its `reads` kept inside the input; one with `solve` alone is
+answered on the host.
 
-A run keeps a copy of the file (`task-code.py`) and loads that copy, so that it outlives
-the original. Code that travels inside a run folder is imported only when it is trusted:
+A run keeps a copy of each file (`task-code.py`, runs/code_copies.py) and loads that copy,
+so that it outlives the original. Code that travels inside a run folder is imported only when it is trusted:
 its digest is one this machine's jab copied itself (the user trained with it), or the
 user said `JAB_TRUST_CODE=1` (and then it is remembered).
 """
