@@ -7,9 +7,9 @@ compared on a sample batch, its `reads` kept inside the input; one with `solve` 
 answered on the host.
 
 A run keeps a copy of each file (`task-code.py`, runs/code_copies.py) and loads that copy,
-so that it outlives the original. Code that travels inside a run folder is imported only when it is trusted:
-its digest is one this machine's jab copied itself (the user trained with it), or the
-user said `JAB_TRUST_CODE=1` (and then it is remembered).
+so that it outlives the original. Code that travels inside a run folder is imported only
+when it is trusted: its digest is one this machine's jab copied itself (the user trained
+with it), or the user said `JAB_TRUST_CODE=1` (and then it is remembered).
 """
 
 from __future__ import annotations
