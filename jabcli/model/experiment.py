@@ -208,8 +208,8 @@ def new_tokenizer(t: TaskConfig, data: DataFile | None = None) -> Tokenizer:
     one lacks. A built-in task's alphabet must be of the shared characters."""
     if data is not None:
         return Tokenizer.for_symbols(data.symbols, hints=t.index_hints)
-    if data_path(t.name) is None and t.name not in TASKS:
-        cls = task_class(t.name)
+    cls = users_task(t.name)
+    if cls is not None:
         used = (t.alphabet or cls.default_alphabet) + cls.symbols
         return Tokenizer.for_symbols(used, hints=t.index_hints)
     outside = sorted(set(t.alphabet) - set(DATA_CHARS))
@@ -231,16 +231,14 @@ def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None
         task = FileTask(tokenizer=tokenizer, data=data, held_out=t.held_out, trained=trained)
     else:
         cls = task_class(t.name)
-        # A user's task takes its own options at their defaults (its fields are no config
-        # keys yet); a built-in one, those of the config.
-        if TASKS.get(t.name) is cls:
+        if users_task(t.name) is None:  # a built-in task: its options are config keys
             options = {name: getattr(t, name) for name in cls.options()}
         else:  # the user's own: its options as set (task.own), the rest at their defaults
             unknown = sorted(set(t.own) - set(cls.options()))
             if unknown:
                 raise JabError(
-                    f"task {task_label(t.name)} has no option {unknown[0]!r}; its options: "
-                    f"{', '.join(cls.options()) or 'none'}"
+                    f"task {settings.short_name(t.name)} has no option {unknown[0]!r}; its "
+                    f"options: {', '.join(cls.options()) or 'none'}"
                 )
             options = dict(t.own)
         alphabet = "" if cls.fixed_alphabet else t.alphabet
@@ -313,7 +311,7 @@ def resolve(
     check_own_options(config.task.name, given)
     experiment = Experiment.create(config, None, data)
     t = experiment.config.task
-    if data is None and t.name not in TASKS:  # the user's own: checked before it trains
+    if users_task(t.name) is not None:  # the user's own: checked before it trains
         task = experiment.task.task if isinstance(experiment.task, Hinted) else experiment.task
         user_code.check_answers(task, jax.random.PRNGKey(0), t.min_len, t.max_len)
     if data is not None and t.max_len > experiment.task.longest:  # a new run only
@@ -339,7 +337,8 @@ def set_key(config: Config, key: str, value: Any, source: str, raw: str | None =
         own = [f"task.{option}" for option in cls.options()]
         raise JabError(
             f"unknown config key {key!r} in {source}{suggest(key, own)}; task "
-            f"{task_label(config.task.name)} takes {', '.join(own) or 'no options of its own'}"
+            f"{settings.short_name(config.task.name)} takes "
+            f"{', '.join(own) or 'no options of its own'}"
         )
     default = fields[name].default
     if default is dataclasses.MISSING:
@@ -348,10 +347,6 @@ def set_key(config: Config, key: str, value: Any, source: str, raw: str | None =
     if expected is str and raw is not None:
         value = raw  # the text as typed, as for jab's own string keys
     config.task.own[name] = configuration.coerce(key, value, expected, source)
-
-
-def task_label(name: str) -> str:
-    return settings.short_name(name)
 
 
 def users_task(name: str) -> type[Task] | None:
