@@ -21,6 +21,7 @@ from jabcli.cli.options import (
     configure_jax,
     known_task,
     run_folders,
+    run_option,
     runs_given,
 )
 from jabcli.core.errors import JabError
@@ -141,17 +142,7 @@ def resume_command(
             help="Train up to this step (saved in the run).",
         ),
     ] = None,
-    run_as_option: Annotated[
-        Path | None,
-        typer.Option(
-            "--run",
-            metavar="DIR",
-            callback=runs_given,
-            autocompletion=complete_run,
-            help="The run, as RUN.",
-            show_default=False,
-        ),
-    ] = None,
+    run_as_option: run_option("The run, as RUN.") = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Continue a run from its newest valid checkpoint, with its saved config."""
