@@ -429,3 +429,14 @@ def test_the_api_trains_a_users_task_class_or_instance_kept_with_the_run(tmp_pat
 
     with pytest.raises(jab.JabError, match=r"is not defined at the top of a \.py file"):
         jab.train(defined_here(), steps=20, out=tmp_path / "never")
+
+
+def test_an_edited_scheme_file_is_loaded_again_in_the_same_process(tmp_path, monkeypatch):
+    from jabcli.model.positions import get_scheme
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "binary.py").write_text(example("own-positional-encoding.md"))
+    before = get_scheme("binary.py:Binary")
+    assert get_scheme("binary.py:Binary") is before  # loaded once
+    (tmp_path / "binary.py").write_text(example("own-positional-encoding.md") + "\n# edited\n")
+    assert type(get_scheme("binary.py:Binary")) is not type(before)

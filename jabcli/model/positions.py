@@ -392,10 +392,17 @@ def installed(name: str) -> bool:
     return name in user_code.entry_points(user_code.SCHEME_ENTRY_POINTS)
 
 
-@functools.cache
 def user_scheme(name: str, key: str) -> PositionalScheme:
     """A scheme of the user's own (in a file, a module, or an installed package's entry
-    point), loaded once a process and checked against the contract."""
+    point), loaded once a process for each version of its file, and checked against the
+    contract."""
+    from jabcli.tasks import user_code
+
+    return loaded_scheme(name, key, user_code.version(name))
+
+
+@functools.cache
+def loaded_scheme(name: str, key: str, version: str) -> PositionalScheme:
     from jabcli.tasks import user_code
 
     if is_code(name):

@@ -35,9 +35,14 @@ def get_form(name: str) -> Form:
     return FORMS[name]
 
 
-@functools.cache
 def user_form(name: str) -> Form:
-    """A form of the user's own, loaded once a process and checked against the contract."""
+    """A form of the user's own, loaded once a process for each version of its file, and
+    checked against the contract."""
+    return loaded_form(name, user_code.version(name))
+
+
+@functools.cache
+def loaded_form(name: str, version: str) -> Form:
     if is_code(name):
         found = user_code.from_code(name, "model.arch")
     else:  # an installed package's entry point

@@ -125,6 +125,18 @@ def split(name: str, option: str = "--task") -> tuple[str, str]:
     return where, attribute
 
 
+def version(name: str) -> str:
+    """What tells two loads of `name` apart: the digest of the file a PATH.py:Class names
+    (an edited file is another class), "" for a module or an entry point."""
+    where = name.rpartition(":")[0]
+    if not where.endswith(".py"):
+        return ""
+    try:
+        return digest(Path(where).read_bytes())
+    except OSError:
+        return ""  # loading it says why
+
+
 def task_from_code(name: str) -> type[Task]:
     """The task class `name` refers to (`PATH.py:Class` or `package.module:Class`), loaded
     and checked against the contract."""
