@@ -72,3 +72,13 @@ def test_the_configuration_page_lists_every_key_as_the_config_declares_it():
         page.write_text(table.sub(lambda _: reference_table(), page.read_text(), count=1))
         found = table.search(page.read_text())
     assert found.group(0) == reference_table(), "the table differs: JAB_PIN=write writes it"
+
+
+def test_every_reference_page_says_what_holds_in_at_most_400_lines():
+    """The command reference may be longer; dated measurements live in docs/notes/."""
+    long = [
+        f"{page.name}: {len(page.read_text().splitlines())} lines"
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if page.name != "commands.md" and len(page.read_text().splitlines()) > 400
+    ]
+    assert long == []
