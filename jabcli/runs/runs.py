@@ -207,8 +207,9 @@ class Run:
             run.checkpoints.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise JabError(f"could not create run folder {path}: {describe(err)}") from None
-        if in_code(cfg):  # the run's own copies of the user's code, as of its data
-            keep_code(run.path, in_code(cfg))
+        copies = in_code(cfg)
+        if copies:  # the run's own copies of the user's code, as of its data
+            keep_code(run.path, copies)
         source = data_path(cfg.task.name)
         if source is not None:
             # The run keeps its own copy of the data, so it still evaluates if the file moves.
@@ -300,10 +301,11 @@ class Run:
         source = data_path(cfg.task.name)
         if source is not None:  # the run's own copy, wherever the run is looked at from
             cfg.task.name = FILE_PREFIX + str(self.path / source)
-        for key, value in in_code(cfg).items():  # its copies of the user's code, likewise
+        copies = in_code(cfg)
+        for key, value in copies.items():  # its copies of the user's code, likewise
             section, _, name = key.partition(".")
             setattr(getattr(cfg, section), name, kept(key, value, self.path))
-        if in_code(cfg):
+        if copies:
             changed_since(self.path)
         return cfg, tokenizer
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jabcli.core.errors import JabError, Note
+from jabcli.core.runtime import cache_dir
 from jabcli.tasks.contract import Task
 
 # The entry-point groups an installed package registers its tasks, positional schemes and
@@ -65,8 +66,8 @@ def digest(data: bytes) -> str:
 
 
 def trusted_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "jab" / TRUSTED
+    """Beside jab's caches (runtime.cache_dir's folder): ~/.cache/jab/trusted-code."""
+    return cache_dir().parent / TRUSTED
 
 
 def trusted() -> set[str]:
