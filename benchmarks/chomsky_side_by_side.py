@@ -9,6 +9,7 @@ and what it imports beyond jab's own dependencies (keep jax and jaxlib as they a
     pip install chex dm-tree tqdm absl-py einshape
     python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
         [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
+        [--sides paper,jab]
 
 What it does, one process at a time (each run in a fresh child process of its own):
 
@@ -520,6 +521,9 @@ def main() -> None:
     parser.add_argument(
         "--check-samples", type=int, default=32, help="inputs per length (default 32)"
     )
+    parser.add_argument(
+        "--sides", default="paper,jab", help="which sides train (default: %(default)s)"
+    )
     parser.add_argument("--skip-check", action="store_true", help="train only")
     parser.add_argument("--skip-train", action="store_true", help="check the samplers only")
     parser.add_argument("--out", type=Path, default=HERE / "side_by_side.json")
@@ -530,6 +534,8 @@ def main() -> None:
         one_run(args.paper_code, args.one, args.steps, args.samples)
         return
     tasks = args.tasks.split(",")
+    if set(args.sides.split(",")) - {"paper", "jab"}:
+        raise SystemExit(f"--sides takes paper, jab or both, not {args.sides}")
     unknown = sorted(set(tasks) - set(PAPER_NAMES))
     if unknown:
         raise SystemExit(f"not tasks of the protocol: {', '.join(unknown)}")
@@ -552,7 +558,7 @@ def main() -> None:
     if not args.skip_train:
         for name in tasks:
             for seed in range(args.seeds):
-                for side in ("paper", "jab"):
+                for side in args.sides.split(","):
                     done = [
                         r
                         for r in found["records"]
