@@ -371,6 +371,24 @@ def test_a_task_with_solve_alone_trains_answered_on_the_host(tmp_path):
     assert "30" in answered.stdout  # the reference, from solve
 
 
+def test_a_task_with_solve_alone_trains_on_the_answers_targets_gives_step_for_step(tmp_path):
+    """solve's answers to each batch begin on the host a step ahead (host_answers.py): a
+    batch answered for the wrong step would train differently."""
+    solve_only = re.sub(r"\n    def targets\(.*", "\n", example(), flags=re.S)
+    (tmp_path / "with_targets.py").write_text(example())
+    (tmp_path / "solve_only.py").write_text(solve_only)
+    from jabcli.tasks.host_answers import ANSWERS
+
+    losses = {}
+    for file in ("with_targets.py", "solve_only.py"):
+        run = jab.train(f"{tmp_path / file}:Ends", steps=24, seeds=2, out=tmp_path / file[:-3],
+                        overrides={**TINY_OVERRIDES, "train.log_every": 8})  # fmt: skip
+        losses[file] = [r["loss"] for r in run.metrics() if "loss" in r]
+    assert len(losses["solve_only.py"]) == 3
+    assert losses["solve_only.py"] == pytest.approx(losses["with_targets.py"], rel=1e-5)
+    assert ANSWERS.found_begun > ANSWERS.asked / 2  # most batches were answered ahead
+
+
 def test_a_study_grids_a_users_scheme_found_next_to_the_study_file(trained, tmp_path):
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies/binary.py").write_text(example("own-positional-encoding.md"))
@@ -394,6 +412,32 @@ def test_a_users_reads_that_points_outside_the_input_is_named(tmp_path, monkeypa
     assert "at answer step 0: index" in refused.stderr and refused.stderr.count("\n") == 1
     (tmp_path / "ends.py").write_text(
         code.replace("steps == 0, lengths, 0", "steps == 0, lengths - 1, 0")
+    )
+    from jabcli.model.experiment import resolve
+
+    monkeypatch.chdir(tmp_path)
+    assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted
+
+
+def test_a_users_alignment_that_lines_up_with_nothing_in_the_input_is_named(tmp_path, monkeypatch):
+    code = example() + textwrap.dedent("""
+        def alignment(self, src, width):  # the last symbol, then the first: off by one
+            lengths = jnp.sum(src > 2, axis=1, keepdims=True)
+            columns = jnp.arange(src.shape[1])[None, :]
+            source = jnp.where(columns < lengths, columns, -2)
+            steps = jnp.arange(width)[None, :]
+            answer = jnp.where(steps == 0, lengths, jnp.where(steps == 1, 0, -2))
+            return source, answer
+        """).replace("\n", "\n    ")
+    (tmp_path / "ends.py").write_text(code)
+    refused = jab_here("train", "--task", "ends.py:Ends", *SETS, "--out", "run", cwd=tmp_path,
+                       check=False)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert "task ends: alignment points outside the input" in refused.stderr
+    assert "at answer step 0: index" in refused.stderr and refused.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "ends.py").write_text(
+        code.replace("steps == 0, lengths,", "steps == 0, lengths - 1,")
     )
     from jabcli.model.experiment import resolve
 

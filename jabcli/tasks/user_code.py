@@ -28,6 +28,7 @@ from typing import Any
 from jabcli.core.errors import JabError, Note
 from jabcli.core.runtime import cache_dir
 from jabcli.tasks.contract import Task
+from jabcli.tasks.host_answers import solved_on_host
 
 # The entry-point groups an installed package registers its tasks, positional schemes and
 # model forms under.
@@ -222,48 +223,6 @@ def checked(found: Any, name: str) -> type[Task]:
     return found
 
 
-def solved_on_host(cls: type[Task]) -> type[Task]:
-    """`cls`, whose answers for training are its `solve`'s, computed on the host for each
-    batch the device draws (`jax.pure_callback`, called from inside the training step):
-    a task needs no array code to train, at a cost (docs/performance.md)."""
-
-    class Solved(cls):  # type: ignore[valid-type, misc]
-        solved_on_host = True
-
-        def targets(self, tokens, lengths):
-            return host_targets(self, tokens, lengths)
-
-    Solved.__name__, Solved.__qualname__ = cls.__name__, cls.__qualname__
-    Solved.__module__ = cls.__module__
-    return Solved
-
-
-def host_targets(task: Task, tokens: Any, lengths: Any) -> Any:
-    """`solve`'s answers to sources [B, S] of `lengths` [B], as target ids [B, W] (W: the
-    task's `output_length` of S) and their lengths [B], from the host."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    rows, width = tokens.shape[0], int(task.output_length(tokens.shape[1]))
-
-    def answer(tokens, lengths):
-        out = np.zeros((rows, width), np.int32)
-        sizes = np.zeros((rows,), np.int32)
-        for row, (ids, length) in enumerate(zip(np.asarray(tokens), np.asarray(lengths))):
-            solved = task.solve(task.tokenizer.decode(ids[: int(length)])) or ""
-            answer_ids = task.tokenizer.ids(solved)[:width]
-            out[row, : len(answer_ids)] = answer_ids
-            sizes[row] = len(answer_ids)
-        return out, sizes
-
-    shapes = (
-        jax.ShapeDtypeStruct((rows, width), jnp.int32),
-        jax.ShapeDtypeStruct((rows,), jnp.int32),
-    )
-    return jax.pure_callback(answer, shapes, tokens, lengths, vmap_method="sequential")
-
-
 def entry_points(group: str = ENTRY_POINTS) -> dict[str, metadata.EntryPoint]:
     """What installed packages register under `group`, by name (read only when asked).
     Reading every package's entry points takes importlib.metadata 50 ms, a sixth of `jab
@@ -357,6 +316,8 @@ def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> 
             )
     if type(task).reads is not Task.reads:
         check_reads(task, tokens, np.asarray(lengths), np.asarray(answer_lengths), files)
+    if type(task).alignment is not Task.alignment:
+        check_alignment(task, key, lengths, high, files)
 
 
 def check_reads(task: Task, tokens: Any, lengths: Any, answer_lengths: Any, files) -> None:
@@ -377,4 +338,39 @@ def check_reads(task: Task, tokens: Any, lengths: Any, answer_lengths: Any, file
                 raise JabError(
                     f"task {task.name}: reads points outside the input {text!r} at answer "
                     f"step {step}: index {int(read[row, step])} of {int(length)} symbols"
+                )
+
+
+def check_alignment(task: Task, key: Any, lengths: Any, high: int, files) -> None:
+    """A user task's `alignment` gives each answer step that writes a symbol either
+    UNALIGNED or an index one of its input's symbols has: one that lines up with nothing
+    in the input is named, with its input and step."""
+    import numpy as np
+
+    from jabcli.core.tokenizer import EOS_ID, PAD_ID
+    from jabcli.tasks import sampling
+    from jabcli.tasks.batch import UNALIGNED
+
+    batch = sampling.sample_lengths(task, key, lengths, high)
+    rows, width = batch.tgt_in.shape
+    try:
+        source, answer = (np.asarray(a) for a in task.alignment(batch.src, width))
+    except Exception as err:
+        raise UserCodeError(f"{task.name}'s alignment", err, files) from None
+    if source.shape != batch.src.shape or answer.shape != (rows, width):
+        raise JabError(
+            f"task {task.name}: alignment gives shapes {list(source.shape)} and "
+            f"{list(answer.shape)}, not {list(batch.src.shape)} (the source and <eos>) and "
+            f"{[rows, width]} (an index per answer step)"
+        )
+    writes = ~np.isin(np.asarray(batch.tgt_out), (PAD_ID, EOS_ID))  # a symbol of the answer
+    for row in range(rows):
+        inside = set(source[row][source[row] != UNALIGNED].tolist())
+        for step in np.flatnonzero(writes[row]):
+            index = int(answer[row, step])
+            if index != UNALIGNED and index not in inside:
+                text = task.tokenizer.decode(list(batch.src[row][: int(lengths[row])]))
+                raise JabError(
+                    f"task {task.name}: alignment points outside the input {text!r} at "
+                    f"answer step {step}: index {index} lines up with none of its symbols"
                 )

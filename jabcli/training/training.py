@@ -31,7 +31,7 @@ from jabcli.core.tokenizer import PAD_ID
 from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
 from jabcli.model.experiment import Experiment, build_model
 from jabcli.model.positions import shapes_only
-from jabcli.tasks import derived, sampling
+from jabcli.tasks import derived, host_answers, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows
 
@@ -268,6 +268,14 @@ def update(
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics["grad_norm"] = optax.tree.norm(grads)
+    if host_answers.answered_on_host(experiment.task):  # solve's answers for the next step
+        sample_key, positions_key = (
+            step_key(state.rng, stream, state.step + 1)
+            for stream in (TRAIN_STREAM, POSITION_STREAM)
+        )
+        metrics["grad_norm"] += host_answers.begin_next(
+            lambda: training_rows(experiment, sample_key, positions_key)
+        )
     return TrainingState(params, opt_state, state.rng, state.step + 1), metrics
 
 
