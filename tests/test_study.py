@@ -234,7 +234,7 @@ def private_tmp():
 
 
 @pytest.mark.filterwarnings("ignore:os.fork")  # Ray forks its processes and execs at once
-def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_it_does_here(
+def test_a_ray_study_of_a_users_task_keeps_its_training_through_signals_and_ends_as_here(
     smoke, tmp_path, private_tmp, monkeypatch
 ):
     """SIGTERM to a study on a cluster of its own (`--ray local`): it keeps its cells'
@@ -244,9 +244,13 @@ def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_i
     test and one study, so that the suite starts two Ray clusters, not three.)"""
     ray = pytest.importorskip("ray")
     # The smoke study's first cell, and one so slow a learner that it never reaches its
-    # target and ends: only a signal stops it.
+    # target and ends: only a signal stops it. Its task is the user's own, in a file next
+    # to the study (docs/own-task.md's), which the cells on Ray get with the study.
+    own_task = re.search(r"```python\n(.*?)```", (ROOT / "docs/own-task.md").read_text(), re.S)
+    write(tmp_path / "ends.py", own_task.group(1))
     study = write(tmp_path / "long.yaml", one_cell(tmp_path).read_text() + (
-        "rows: [{name: long, task: copy, steps: 100000, set: {train.learning_rate: 1.0e-7}}]\n"
+        "rows: [{name: long, task: 'ends.py:Ends', steps: 100000,"
+        " set: {train.learning_rate: 1.0e-7}}]\n"
     ))  # fmt: skip
     monkeypatch.setenv("TMPDIR", str(private_tmp))  # where Ray and its tasks keep their files
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # --ray local starts its own all the same
@@ -290,6 +294,7 @@ def test_a_ray_study_keeps_its_training_through_sigterm_and_ctrl_c_and_ends_as_i
     assert max(int(p.stem.split("-")[1]) for p in checkpoints.glob("step-*.npz")) > first
     log = (tmp_path / "runs/r/logs/long.log").read_text()
     assert f"Resuming runs/r/long from step {first}" in log  # the study's, not a task's
+    assert (tmp_path / "runs/r/long/seed-0/task-code.py").read_text() == own_task.group(1)
     assert results(tmp_path / "runs/r", ONE_CELL) == results(smoke[0] / "runs/smoke", ONE_CELL)
 
 
