@@ -8,7 +8,7 @@ import html
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -23,7 +23,10 @@ from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import is_hint_token
 from jabcli.runs.runs import atomic_write
 
-np = Lazy("numpy")  # for heatmaps only: `jab tasks` need not import it
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = Lazy("numpy")  # for heatmaps only: `jab tasks` need not import it
 
 SHADES = " ░▒▓█"
 

@@ -4,12 +4,16 @@ become one (`assemble`), and the small row-wise helpers task code is written wit
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
 
 UNALIGNED = -2  # alignment index of tokens that read no input symbol (see Task.alignment)
 

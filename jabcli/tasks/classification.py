@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from jabcli.core.errors import JabError
 from jabcli.core.runtime import Lazy
@@ -16,7 +16,11 @@ from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks.batch import UNALIGNED, columns, source_lengths
 from jabcli.tasks.contract import Task
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,17 @@ sampling.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import PAD_ID, Tokenizer
 from jabcli.tasks.batch import columns
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")  # so that `jab tasks` does not import JAX
 
 
 @dataclass(frozen=True)

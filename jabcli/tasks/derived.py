@@ -10,12 +10,18 @@ sides; every count here follows from that and the task's `output_length`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jabcli.core.runtime import Lazy
 from jabcli.tasks.batch import UNALIGNED, columns, source_lengths
 from jabcli.tasks.contract import Task
 from jabcli.tasks.hinted import Hinted
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 def tokens_per_symbol(task: Task) -> int:

@@ -4,13 +4,18 @@ numbers its input and its answer, and how the numbers are drawn."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import HINTS, PAD_ID
 from jabcli.tasks.batch import columns
 from jabcli.tasks.contract import Task
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jabcli.core.runtime import Lazy
 from jabcli.tasks.contract import Task
 
-jax, jnp, np = Lazy("jax"), Lazy("jax.numpy"), Lazy("numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+else:
+    jax, jnp, np = Lazy("jax"), Lazy("jax.numpy"), Lazy("numpy")
 
 BEGUN_AT_MOST = 64  # answers begun and not yet asked for (one per seed and step)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import add, mul, sub
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from jabcli.core.errors import JabError
 from jabcli.core.runtime import Lazy
@@ -21,7 +21,11 @@ from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks.batch import columns
 from jabcli.tasks.classification import Classify, Worked, then_class
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 DIGITS = "0123456789"
 

@@ -6,13 +6,19 @@ from its data instead (`FileTask.sample`, `FileTask.held_out_batch`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jabcli.core.runtime import Lazy
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks import derived
 from jabcli.tasks.batch import Batch, assemble
 from jabcli.tasks.contract import Task
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 def sample(task: Task, key: jax.Array, batch_size: int, min_len: int, max_len: int) -> Batch:

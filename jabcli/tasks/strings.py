@@ -6,7 +6,7 @@ index hints and coupled positions from it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from jabcli.core.errors import JabError
 from jabcli.core.runtime import Lazy
@@ -14,7 +14,11 @@ from jabcli.core.tokenizer import PAD_ID
 from jabcli.tasks.batch import columns, gather
 from jabcli.tasks.contract import Task
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 class Copy(Task):
