@@ -116,17 +116,26 @@ def test_a_mistake_in_the_users_task_is_named_in_one_line_before_anything_is_wri
     assert not (tmp_path / "run").exists()
 
 
-def test_an_exception_in_the_users_code_shows_their_traceback_not_jabs(tmp_path):
+@pytest.mark.parametrize("where", ["solve", "solve answered on the host", "import"])
+def test_an_exception_in_the_users_code_shows_their_traceback_not_jabs(where, tmp_path):
     helper = "\n\ndef helper(text):\n    return text[99]\n"
     code = example().replace("return text[-1] + text[0]", "return helper(text)") + helper
+    if where == "solve answered on the host":  # raised inside a JAX callback
+        code = re.sub(r"\n    def targets\(.*?\n\n", "\n\n", code, flags=re.S)
+        assert "def targets" not in code
+    if where == "import":
+        code = code + "\nhelper('')\n"
     (tmp_path / "broken.py").write_text(code)
     refused = jab_here("train", "--task", "broken.py:Ends", *SETS, "--out", "run",
                        cwd=tmp_path, check=False)  # fmt: skip
     assert refused.returncode == 2
-    assert refused.stderr.startswith("Traceback (your code):\n")
+    assert refused.stderr.startswith("Traceback (your code):\n"), refused.stderr
     assert "broken.py" in refused.stderr and "return text[99]" in refused.stderr
-    assert "jabcli" not in refused.stderr  # none of jab's own frames
-    assert refused.stderr.rstrip().splitlines()[-1].startswith("jab: error: ends's solve(")
+    assert "jabcli" not in refused.stderr and "jax" not in refused.stderr  # none of theirs
+    last = refused.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("jab: error: importing broken.py raised IndexError" if where ==
+                           "import" else "jab: error: ends's solve(")  # fmt: skip
+    assert len(refused.stderr.splitlines()) <= 10  # two frames of theirs, not pages
     assert not (tmp_path / "run").exists()
 
 
@@ -258,6 +267,30 @@ def test_a_users_task_over_its_own_symbols_trains_and_its_run_keeps_that_vocabul
     assert vocab[-6:] == sorted("αβγΑΒΓ") and "a" in vocab  # the shared ones, then its own
     answered = jab_here("predict", "--run", "run", "αβγγ", cwd=tmp_path)
     assert "ΑΒΓΓ" in answered.stdout  # the reference
+
+
+SHIFT = """
+from jabcli import Task
+
+
+class Shift(Task):
+    name = "shift"
+    description = "Each letter, the next: ABZ -> BCA"
+    default_alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def solve(self, text):
+        return "".join(chr(65 + (ord(c) - 64) % 26) for c in text)
+"""
+
+
+def test_a_users_task_drawn_from_fewer_symbols_still_answers_with_all_of_its_own(tmp_path):
+    (tmp_path / "shift.py").write_text(SHIFT)
+    sets = [arg for value in TINY_SETS if "alphabet" not in value for arg in ("--set", value)]
+    jab_here("train", "--task", "shift.py:Shift", *sets, "--set", "task.alphabet=ABC",
+             "--steps", "10", "--out", "run", cwd=tmp_path)  # fmt: skip
+    vocab = yaml.safe_load((tmp_path / "run/config.yaml").read_text())["vocab"]
+    assert set("ABCDZ") <= set(vocab)  # D: an answer to C
+    assert "BCD" in jab_here("predict", "--run", "run", "ABC", cwd=tmp_path).stdout
 
 
 def test_the_docs_own_model_form_trains_evaluates_and_predicts(tmp_path):
@@ -443,6 +476,16 @@ def test_a_users_alignment_that_lines_up_with_nothing_in_the_input_is_named(tmp_
 
     monkeypatch.chdir(tmp_path)
     assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted
+
+
+def test_the_docs_name_every_member_a_users_scheme_or_form_may_define():
+    from jabcli import Form, PositionalScheme
+
+    for cls, page in ((PositionalScheme, "own-positional-encoding.md"),
+                      (Form, "own-model-form.md")):  # fmt: skip
+        text = (DOCS / page).read_text()
+        members = [name for name in vars(cls) if not name.startswith("_")]
+        assert [name for name in members if f"`{name}" not in text] == [], page
 
 
 def test_what_a_users_file_subclasses_is_importable_from_jabcli_itself():

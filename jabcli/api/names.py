@@ -26,5 +26,7 @@ CONTRACT = {
     "PositionalScheme": "jabcli.model.positions",
     "OnePassForm": "jabcli.model.encoder_only",
     "Form": "jabcli.model.contract",
+    "ModelFns": "jabcli.model.contract",
+    "ModelConfig": "jabcli.core.settings",
     "Tokenizer": "jabcli.core.tokenizer",
 }

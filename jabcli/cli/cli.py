@@ -127,6 +127,11 @@ def main(argv: list[str] | None = None) -> None:
             message = err.message + close_option(option, ctx)
         fail(f"{message} (see '{where} --help')")
     except Exception as err:
+        host = sys.modules.get("jabcli.tasks.host_answers")  # a task answered on the host
+        failed = host.failure() if host is not None else None
+        if failed is not None and not os.environ.get("JAB_DEBUG"):  # solve raised
+            print(failed.shown, end="", file=sys.stderr)
+            fail(str(failed))
         if "RESOURCE_EXHAUSTED" not in str(err) or os.environ.get("JAB_DEBUG"):
             raise
         fail(f"out of memory: {str(err).splitlines()[0][:300]}", code=1)

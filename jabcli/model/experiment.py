@@ -210,7 +210,7 @@ def new_tokenizer(t: TaskConfig, data: DataFile | None = None) -> Tokenizer:
         return Tokenizer.for_symbols(data.symbols, hints=t.index_hints)
     cls = users_task(t.name)
     if cls is not None:
-        used = (t.alphabet or cls.default_alphabet) + cls.symbols
+        used = t.alphabet + cls.default_alphabet + cls.symbols  # answers may write any
         return Tokenizer.for_symbols(used, hints=t.index_hints)
     outside = sorted(set(t.alphabet) - set(DATA_CHARS))
     if outside:

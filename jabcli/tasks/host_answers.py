@@ -7,6 +7,8 @@ thread of their own, so that most of `solve`'s time hides behind the step's
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     import jax
     import jax.numpy as jnp
     import numpy as np
+
+    from jabcli.tasks.user_code import UserCodeError
 else:
     jax, jnp, np = Lazy("jax"), Lazy("jax.numpy"), Lazy("numpy")
 
@@ -56,6 +60,7 @@ class Answers:
         self.begun: OrderedDict[bytes, Future] = OrderedDict()
         self.pool: ThreadPoolExecutor | None = None
         self.asked = self.found_begun = 0  # batches asked for, and of those, found begun
+        self.failed: UserCodeError | None = None  # what `solve` raised (`failure`)
 
     def begin(self, task: Task, tokens: Any, lengths: Any, width: int) -> None:
         key = content(tokens, lengths)
@@ -78,6 +83,24 @@ class Answers:
 
 
 ANSWERS = Answers()
+
+
+def _quiet_when_solve_failed(record: logging.LogRecord) -> bool:
+    """JAX logs a failed callback's whole traceback, jab's frames and its own; jab shows
+    the user's (`failure`) instead."""
+    return ANSWERS.failed is None
+
+
+logging.getLogger("jax._src.callback").addFilter(_quiet_when_solve_failed)
+
+
+def failure() -> UserCodeError | None:
+    """The exception `solve` raised on the host last, as the user's own traceback (a
+    `UserCodeError`), once: JAX reports an exception inside a callback as its text."""
+    failed, ANSWERS.failed = ANSWERS.failed, None
+    return failed
+
+
 _ahead = threading.local()  # set while the next step's batch is traced
 
 
@@ -92,7 +115,15 @@ def solve_rows(task: Task, tokens: Any, lengths: Any, width: int) -> tuple[Any, 
     out = np.zeros((tokens.shape[0], width), np.int32)
     sizes = np.zeros((tokens.shape[0],), np.int32)
     for row, (ids, length) in enumerate(zip(tokens, lengths)):
-        solved = task.solve(task.tokenizer.decode(ids[: int(length)])) or ""
+        text = task.tokenizer.decode(ids[: int(length)])
+        try:
+            solved = task.solve(text) or ""
+        except Exception as err:  # JAX passes on only its text: keep it whole for jab
+            from jabcli.tasks.user_code import UserCodeError
+
+            files = {getattr(sys.modules.get(type(task).__module__), "__file__", None) or ""}
+            ANSWERS.failed = UserCodeError(f"{task.name}'s solve({text!r})", err, files)
+            raise
         answer_ids = task.tokenizer.ids(solved)[:width]
         out[row, : len(answer_ids)] = answer_ids
         sizes[row] = len(answer_ids)
@@ -137,7 +168,8 @@ def begin_next(draw: Callable[[], Any]) -> Any:
 
 @contextmanager
 def _beginning() -> Iterator[list]:
-    _ahead.begun = begun = []
+    begun: list[jax.Array] = []
+    _ahead.begun = begun
     try:
         yield begun
     finally:

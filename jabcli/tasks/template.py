@@ -23,7 +23,7 @@ from jabcli import Task
 
 
 class {cls}(Task):
-    name = "{name}"  # how headings and folders name it
+    name = "{name}"  # how messages name it; headings and run folders name it by its class
     description = "The input, its last symbol first: 3141 -> 1314"  # ends in an example
     default_alphabet = "0123456789"  # the symbols inputs are drawn from
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from jabcli.core.errors import JabError, Note
 from jabcli.core.runtime import cache_dir
+from jabcli.tasks import host_answers
 from jabcli.tasks.contract import Task
 from jabcli.tasks.host_answers import solved_on_host
 
@@ -53,8 +54,11 @@ class UserCodeError(JabError):
     traceback (what they need to fix it), not as one line."""
 
     def __init__(self, what: str, err: BaseException, files: set[str]) -> None:
+        files = {os.path.abspath(file) for file in files}
         frames = [
-            frame for frame in traceback.extract_tb(err.__traceback__) if frame.filename in files
+            frame
+            for frame in traceback.extract_tb(err.__traceback__)
+            if os.path.abspath(frame.filename) in files
         ]
         lines = "".join(traceback.format_list(frames))
         kind = "".join(traceback.format_exception_only(type(err), err)).strip()
@@ -299,7 +303,9 @@ def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> 
     try:
         tokens, answers, answer_lengths = task.draw(key, lengths, high)
     except Exception as err:
-        raise UserCodeError(f"{task.name}'s draw/targets", err, files) from None
+        raise host_answers.failure() or UserCodeError(
+            f"{task.name}'s draw/targets", err, files
+        ) from None
     tokens, answers = np.asarray(tokens), np.asarray(answers)
     for row in range(rows):
         text = task.tokenizer.decode([t for t in tokens[row] if t != PAD_ID])
