@@ -16,8 +16,10 @@ HEADROOM = 0.75  # leave a quarter to XLA's runtime, the host side and everythin
 
 
 def available_bytes() -> int | None:
-    """Memory the default device can still give: free device memory on an accelerator,
-    MemAvailable of the host on CPU; None when unknown."""
+    """Memory the default device can still give: on an accelerator (a GPU), what XLA's
+    allocator of its first device may still hand out (its limit, JAX's share of the
+    device or a Ray cell's part of it, less what is in use), never the host's; on a CPU,
+    MemAvailable of the host; None when unknown."""
     import jax
 
     device = jax.devices()[0]
