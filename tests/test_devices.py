@@ -44,7 +44,7 @@ def test_a_config_too_large_for_the_gpus_free_memory_is_refused_though_the_host_
     with pytest.raises(JabError) as refused:
         memory.check(2 * GiB, "a training step", "train.batch_size")
     assert str(refused.value) == (
-        "a training step needs about 2.0 GiB of memory, but only 1.5 GiB is available; "
+        "a training step needs about 2.0 GiB of GPU memory, but only 1.5 GiB is available; "
         "lower train.batch_size"
     )
 

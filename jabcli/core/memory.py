@@ -69,11 +69,20 @@ def tree_bytes(tree) -> int:
     return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree))
 
 
+def memory_name() -> str:
+    """What a refusal calls the memory `available_bytes` counts: the host's "memory" on a
+    CPU, "GPU memory" on a GPU."""
+    import jax
+
+    platform = jax.devices()[0].platform
+    return "memory" if platform == "cpu" else f"{platform.upper()} memory"
+
+
 def check(need: int, what: str, lower: str) -> None:
     """Refuse `what` when it needs more than the machine can give."""
     free = available_bytes()
     if free is not None and need > HEADROOM * free:
         raise JabError(
-            f"{what} needs about {size(need)} of memory, but only {size(free)} is available; "
-            f"lower {lower}"
+            f"{what} needs about {size(need)} of {memory_name()}, but only {size(free)} is "
+            f"available; lower {lower}"
         )
