@@ -60,7 +60,10 @@ tests=(tests/test_devices.py tests/test_sharding.py)
 section "training throughput"
 sizes=()
 ((quick)) && sizes=(--quick)
-"$python" benchmarks/run.py --sections train "${sizes[@]}" --out "$out/results.json" \
+# At the matmul precision `jab` sets (run.py trains through jab's library, which leaves the
+# process's JAX settings to the command that calls it), unless the caller chose another.
+JAX_DEFAULT_MATMUL_PRECISION="${JAX_DEFAULT_MATMUL_PRECISION:-float32}" \
+    "$python" benchmarks/run.py --sections train "${sizes[@]}" --out "$out/results.json" \
     || failed+=(throughput)
 
 section "the paper's study"
