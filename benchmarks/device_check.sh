@@ -10,7 +10,7 @@
 #
 #   pip install -e ".[gpu,test]"                     # jab, JAX for CUDA 12 and the test tools
 #   bash benchmarks/device_check.sh [OUT]            # OUT: where results go (default: a new folder)
-#   bash benchmarks/device_check.sh --quick [OUT]    # any machine, a CPU too: 1-2 minutes
+#   bash benchmarks/device_check.sh --quick [OUT]    # any machine, a CPU too: a few minutes
 #
 # --quick runs every step at a smoke-test size (tests/test_devices.py alone, run.py --quick, two
 # cells of the study for 20 steps and 2 seeds, measured at lengths 41-50): it checks that the
