@@ -28,8 +28,8 @@ def chunk_losses(seeds: int) -> list[list[float]]:
     return losses
 
 
-# The same chunks, one seed then 4, in a process that sees 4 CPU devices.
-ON_4_DEVICES = """
+# The same chunks, one seed then 4, in a process that sees `devices` CPU devices.
+ON_CPU_DEVICES = """
 import json, sys, jax
 sys.path.insert(0, sys.argv[1])
 from jabcli.core import runtime
@@ -39,23 +39,39 @@ print(json.dumps({"devices": jax.device_count(), "losses": [chunk_losses(1), chu
 """
 
 
-def test_splitting_the_batch_or_the_seeds_over_4_devices_gives_the_losses_of_one():
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
-    four_devices = subprocess.Popen(
-        [sys.executable, "-c", ON_4_DEVICES, str(Path(__file__).parent)],
-        env={**os.environ, "XLA_FLAGS": flags},
+def on_cpu_devices(devices: int) -> subprocess.Popen:
+    """A process running ON_CPU_DEVICES on `devices` CPU devices, on any machine (one
+    with a GPU too: the CPU's devices are the ones that can be split here)."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    return subprocess.Popen(
+        [sys.executable, "-c", ON_CPU_DEVICES, str(Path(__file__).parent)],
+        env={**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )  # it compiles while this process, which sees one device, does
-    four_seeds = np.asarray(chunk_losses(4))
+    )
+
+
+def losses_of(process: subprocess.Popen) -> tuple[int, list]:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["devices"], result["losses"]
+
+
+def test_splitting_the_batch_or_the_seeds_over_4_devices_gives_the_losses_of_one():
+    import jax
+
+    four_devices = on_cpu_devices(4)  # it compiles while this process, on one device, does
+    if jax.default_backend() == "cpu":
+        four_seeds = np.asarray(chunk_losses(4))
+    else:  # on a GPU: one CPU device, as the four are (the figures of a GPU differ a little)
+        four_seeds = np.asarray(losses_of(on_cpu_devices(1))[1][1])
     assert four_seeds.shape == (4, 4)  # 4 chunks, 4 seeds
     assert len({tuple(column) for column in four_seeds.T}) == 4  # the seeds differ
-    out, err = four_devices.communicate(timeout=300)
-    assert four_devices.returncode == 0, err
-    result = json.loads(out.strip().splitlines()[-1])
-    assert result["devices"] == 4
-    batch_split, seeds_split = map(np.asarray, result["losses"])
+    devices, losses = losses_of(four_devices)
+    assert devices == 4
+    batch_split, seeds_split = map(np.asarray, losses)
     # One seed, its batch split over the devices: seed 0's losses (a group's first seed
     # trains as the run of that seed alone does).
     assert np.ravel(batch_split) == pytest.approx(four_seeds[:, 0], rel=1e-4)
@@ -65,7 +81,7 @@ def test_splitting_the_batch_or_the_seeds_over_4_devices_gives_the_losses_of_one
 
 def test_a_batch_that_does_not_divide_over_the_devices_is_a_clear_error(tmp_path):
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=3"
-    env = {**os.environ, "XLA_FLAGS": flags, "NO_COLOR": "1"}
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu", "NO_COLOR": "1"}
     result = subprocess.run(
         [
             sys.executable,

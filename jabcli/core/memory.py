@@ -16,8 +16,10 @@ HEADROOM = 0.75  # leave a quarter to XLA's runtime, the host side and everythin
 
 
 def available_bytes() -> int | None:
-    """Memory the default device can still give: free device memory on an accelerator,
-    MemAvailable of the host on CPU; None when unknown."""
+    """Memory the default device can still give: on an accelerator (a GPU), what XLA's
+    allocator of its first device may still hand out (its limit, JAX's share of the
+    device or a Ray cell's part of it, less what is in use), never the host's; on a CPU,
+    MemAvailable of the host; None when unknown."""
     import jax
 
     device = jax.devices()[0]
@@ -67,11 +69,20 @@ def tree_bytes(tree) -> int:
     return sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(tree))
 
 
+def memory_name() -> str:
+    """What a refusal calls the memory `available_bytes` counts: the host's "memory" on a
+    CPU, "GPU memory" on a GPU."""
+    import jax
+
+    platform = jax.devices()[0].platform
+    return "memory" if platform == "cpu" else f"{platform.upper()} memory"
+
+
 def check(need: int, what: str, lower: str) -> None:
     """Refuse `what` when it needs more than the machine can give."""
     free = available_bytes()
     if free is not None and need > HEADROOM * free:
         raise JabError(
-            f"{what} needs about {size(need)} of memory, but only {size(free)} is available; "
-            f"lower {lower}"
+            f"{what} needs about {size(need)} of {memory_name()}, but only {size(free)} is "
+            f"available; lower {lower}"
         )

@@ -57,15 +57,19 @@ def hold_collections() -> None:
 
 
 def configure(no_cache: bool = False) -> None:
-    """Turn on JAX's persistent compilation cache, and `remembered`, unless --no-cache or
-    JAB_NO_CACHE=1; only the process's first call counts (the CLI's, before the API's it
-    calls). Collection held back (`hold_collections`) resumes here."""
+    """Apply jab's settings for every device (`devices.configure`), and turn on JAX's
+    persistent compilation cache, and `remembered`, unless --no-cache or JAB_NO_CACHE=1;
+    only the process's first call counts (the CLI's, before the API's it calls).
+    Collection held back (`hold_collections`) resumes here."""
     global configured, caching, held
     if configured:
         return
     configured = True
     import jax
 
+    from jabcli.core import devices
+
+    devices.configure()
     if held:
         gc.freeze()
         gc.enable()

@@ -29,7 +29,6 @@ positions: the same input at another row may draw other positions).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -40,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.core import runtime
+from jabcli.core import devices, runtime
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation import layout
 from jabcli.model.contract import ModelFns
@@ -330,13 +329,12 @@ def decode_rows(
     budget: int = BUDGET,
 ) -> np.ndarray:
     """Greedy answers [N, max_out] to sources [N, S] (with `lengths`, forced to those
-    lengths), decoded chunk by chunk (`plan`), one chunk per core at a time, in about
+    lengths), decoded chunk by chunk (`plan`), on a CPU one chunk per core at a time, in about
     `budget` bytes in all; row r reads positions drawn from `fold_in(key, r)`. Progress
     goes to `reporting`'s callback, as work done so far and in all (rows x steps x width
     attended)."""
     out = np.full((len(src), max_out), PAD_ID, np.int32)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = max(1, min(cores or 1, 4))
+    threads = devices.programs_side_by_side()
     chunks = plan(experiment, src, max_out, budget // threads, threads)
 
     def work(chunk) -> int:
@@ -355,7 +353,7 @@ def decode_rows(
         decoded, _ = answered(experiment, params, row_keys(key, ids), batch, out_width, forced)
         return np.asarray(decoded)[: len(rows)]
 
-    # XLA runs a small program on one core: chunks side by side use the others.
+    # On a CPU, XLA runs a small program on one core: chunks side by side use the others.
     total, done = sum(map(work, chunks)), 0
     progress = _reporting.get() or (lambda done, total: None)
     progress(0, total)

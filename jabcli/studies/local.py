@@ -79,12 +79,14 @@ class LocalCells:
         return done
 
 
-def launch(out: Path, folder: str, logs: Path, trusted: bool = False):
+def launch(
+    out: Path, folder: str, logs: Path, trusted: bool = False, env: dict[str, str] | None = None
+):
     """Start a worker on the cell `folder` of the study folder `out`, its stderr appended
     to logs/<folder>.log; returns the process and a function that passes each of its
     events, as (folder, event), to a callback until it exits. `trusted`: the user's code
     in the cell was checked by the driver (a Ray cell on another machine), so the worker
-    imports it (JAB_TRUST_CODE)."""
+    imports it (JAB_TRUST_CODE). `env`: added to its environment (a Ray cell's devices)."""
     logs.mkdir(exist_ok=True)
     log = open(logs / f"{folder}.log", "ab")
     proc = subprocess.Popen(
@@ -97,6 +99,7 @@ def launch(out: Path, folder: str, logs: Path, trusted: bool = False):
         env={
             "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
             **os.environ,
+            **(env or {}),
             **({"JAB_TRUST_CODE": "1"} if trusted else {}),
         },
     )

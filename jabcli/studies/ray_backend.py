@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from jabcli.core import devices
 from jabcli.core.errors import JabError, install
 from jabcli.studies import studies
 from jabcli.studies.local import INTERRUPTED, died, last_line, launch, log_path
@@ -242,9 +243,10 @@ class Coordinator:
 
 
 def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int, bytes, bytes, str]:
-    """A Ray task: the worker on one cell, in a temporary study folder on this node.
-    Returns its exit status, its stderr, the cell's folder as a tar archive and the
-    temporary folder's path (which the driver writes as its own in the log)."""
+    """A Ray task: the worker on one cell, in a temporary study folder on this node, with
+    the GPUs Ray assigned it (`devices.cell_environment`). Returns its exit status, its
+    stderr, the cell's folder as a tar archive and the temporary folder's path (which the
+    driver writes as its own in the log)."""
     import ray
 
     if not ray.get(coordinator.begin.remote(folder)):  # stopped before it started
@@ -253,7 +255,9 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
         out = Path(tmp)
         (out / studies.STUDY_FILE).write_bytes(record)
         unpack(data, out)
-        proc, reader = launch(out, folder, out / studies.LOGS, trusted=True)
+        gpus = ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0)
+        env = devices.cell_environment(gpus)  # (which GPUs it sees: Ray's CUDA_VISIBLE_DEVICES)
+        proc, reader = launch(out, folder, out / studies.LOGS, trusted=True, env=env)
         thread = threading.Thread(
             target=reader, args=(lambda e: coordinator.report.remote(e[0], json.dumps(e[1])),)
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jabcli.core import devices
 from jabcli.core.errors import JabError
 from jabcli.studies import studies
 from jabcli.studies.local import INTERRUPTED, LocalCells, died
@@ -84,6 +85,7 @@ def run(
     gpus_per_cell: float = 0.0,
 ) -> Summary:
     """Run every cell of `study` not measured yet into the study folder `out`."""
+    devices.share_accelerator()  # before this process's checks start JAX's client
     observer = observer or StudyObserver()
     if workers is not None and workers < 1:
         raise JabError(f"--workers must be at least 1, got {workers}")
