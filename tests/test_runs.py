@@ -202,7 +202,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
 
 
 def test_a_second_ctrl_c_says_whether_the_run_was_kept(three_checkpoints, monkeypatch):
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
     from jabcli.runs.runs import Run
     from jabcli.training import session, training
 

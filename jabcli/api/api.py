@@ -175,7 +175,7 @@ def train(
     default, a progress bar in a notebook and nothing at all in a script."""
     from jabcli.api import notebook
     from jabcli.core import runtime
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training import session
 
     task, own = task_reference(task)

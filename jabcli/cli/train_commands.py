@@ -106,7 +106,7 @@ def train(
     from jabcli.training import session
 
     configure_jax(no_cache)
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     experiment = resolve(task, config_file, sets, steps, seed, seeds)
     finish(lambda: session.start(experiment, out, TrainView()))

@@ -19,7 +19,7 @@ from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import EOS_ID, clean
 from jabcli.evaluation import layout
 from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
-from jabcli.model.experiment import Experiment
+from jabcli.experiment.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
 from jabcli.tasks import derived

@@ -111,7 +111,7 @@ def check(study: Study) -> list[Any]:
     """Build every cell's experiment as `jab train` would, before any cell starts: a bad
     key or value is one error naming the cell. Sets each cell's resolved config and its
     spec, and returns the experiments."""
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training.training import check as check_training
 
     experiments = []

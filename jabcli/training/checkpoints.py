@@ -45,7 +45,7 @@ from jabcli.runs.runs import FORMAT, Mismatch, Run, atomic_write, describe, sha2
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
     from jabcli.training.training import TrainingState
 
 np = Lazy("numpy")  # `jab runs` reads manifests without importing numpy

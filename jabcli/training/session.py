@@ -34,7 +34,7 @@ from jabcli.training import checkpoints
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
     from jabcli.training.training import HeldOutResult
 
 # A signal that comes again within this many seconds of the first is the first delivered
@@ -212,7 +212,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
         run.check_not_running()
     cfg, tokenizer, saved_steps = runs.group_config(path, seeds)
     cfg.train.steps = max(saved_steps) if steps is None else steps
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
 
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
