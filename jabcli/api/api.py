@@ -370,7 +370,7 @@ def study(
     `KeyboardInterrupt` (run it again to resume)."""
     from jabcli.core import runtime
     from jabcli.studies import study_run
-    from jabcli.studies.studies import slug
+    from jabcli.studies.run_options import check_backend, default_folder
     from jabcli.studies.study_file import read
 
     file, out = path_of(file, "study"), path_of(out, "out")
@@ -378,21 +378,19 @@ def study(
         raise JabError("study takes a study file, like 'studies/smoke.yaml'")
     if workers is not None:
         whole(workers, "workers", 1)
-    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
-        raise JabError("cpus_per_cell and gpus_per_cell go with ray")
-    if ray is not None:
-        if not isinstance(ray, str):
-            raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
-        if workers is not None:
-            raise JabError("workers is for this machine; with ray the cluster decides")
-        if not (amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)):
-            raise JabError(
-                "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
-                f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
-            )
+    if ray is not None and not isinstance(ray, str):  # Typer's to check on the command line
+        raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
+    check_backend(workers, ray, cpus_per_cell, gpus_per_cell)
+    if ray is not None and not (
+        amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)
+    ):
+        raise JabError(
+            "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
+            f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
+        )
     runtime.configure()
     found = read(file)
-    out = out if out is not None else Path("runs") / slug(found.name)
+    out = out if out is not None else default_folder(found)
     summary = study_run.run(found, out, workers, view, ray, cpus_per_cell, gpus_per_cell)
     if summary.interrupted_by is not None:
         raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
@@ -409,7 +407,7 @@ def amount(value: Any) -> bool:
 
 def load_study(path: str | Path) -> StudyResults:
     """A study folder's results: what `jab study show --json` prints."""
-    from jabcli.studies.studies import table
+    from jabcli.studies.study_results import table
 
     found = path_of(path, "load_study")
     if found is None:

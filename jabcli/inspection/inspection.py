@@ -171,12 +171,10 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def spread(rows: list[Figures]) -> dict[str, Any]:
-        figures = {}
+    def over_seeds(rows: list[Figures]) -> dict[str, Any]:
+        figures: dict[str, Any] = {}
         for name in (name for name in FIGURES if name in rows[0]):
-            median, low, high = Spread.of(row[name] for row in rows)
-            figures[name] = float(median)
-            figures[f"{name}_range"] = [low, high]
+            figures.update(Spread.of(row[name] for row in rows).keyed(name))
         return figures
 
     first = results[0]
@@ -185,11 +183,11 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
         **first,
         "run": path,
         "step": min(r["step"] for r in results),
-        **spread(results),
+        **over_seeds(results),
         "per_length": {
             n: {
                 "samples": first["per_length"][n]["samples"],
-                **spread([r["per_length"][n] for r in results]),
+                **over_seeds([r["per_length"][n] for r in results]),
             }
             for n in sorted(lengths)
         },
@@ -439,15 +437,9 @@ def curve(path: Path | None, metric: str) -> Curve:
     if not steps:
         kind = "no held-out evaluation" if metric.startswith("eval") else "no metrics"
         raise JabError(f"{path} has {kind} yet (nothing to draw for {metric})")
-    values = np.array([[one[step] for step in steps] for one in series])
+    values = [[one[step] for step in steps] for one in series]
     name = str(path)
     if len(seeds) == 1:
-        return Curve(name, metric, steps, values[0].tolist())
-    return Curve(
-        f"{name} (median of {len(seeds)} seeds)",
-        metric,
-        steps,
-        np.median(values, axis=0).tolist(),
-        values.min(axis=0).tolist(),
-        values.max(axis=0).tolist(),
-    )
+        return Curve(name, metric, steps, np.asarray(values[0]).tolist())
+    medians, lows, highs = (list(column) for column in zip(*Spread.by_step(values)))
+    return Curve(f"{name} (median of {len(seeds)} seeds)", metric, steps, medians, lows, highs)

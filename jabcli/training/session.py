@@ -26,16 +26,17 @@ from typing import TYPE_CHECKING, Any
 from jabcli.core import runtime
 from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError, Note
+from jabcli.core.spread import every_seed
 from jabcli.runs import runs
 from jabcli.runs.loggers import Logs
 from jabcli.runs.runs import Run
 from jabcli.training import checkpoints
+from jabcli.training.trained import Trained
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from jabcli.experiment.experiment import Experiment
-    from jabcli.training.training import HeldOutResult
 
 # A signal that comes again within this many seconds of the first is the first delivered
 # twice (`timeout -s INT` sends it to jab, then to jab's process group, within
@@ -104,29 +105,14 @@ class Observer:
 
 
 @dataclass
-class Outcome:
-    """How a training session ended; whether the target was reached is the Trainer's
-    word (`Trained.at_target`), read here, never worked out again."""
+class Outcome(Trained):
+    """How a training session ended: what the Trainer did (`Trained`, whose word on the
+    target is read here, never worked out again), and where and why it stopped."""
 
     path: Path  # the run, or the group of seeds
     runs: list[Run]  # one per seed
-    step: int
-    start_step: int
-    elapsed_s: float
-    last_eval: list[HeldOutResult]  # one per seed; empty if never evaluated
-    at_target: list[bool]  # one per seed evaluated: it reached train.target_seq_acc
     target_seq_acc: float
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
-
-    @property
-    def reached(self) -> int:
-        """How many seeds reached the target."""
-        return sum(self.at_target)
-
-    @property
-    def reached_target(self) -> bool:
-        """Every seed reached the target."""
-        return bool(self.at_target) and all(self.at_target)
 
 
 def stopping_line(signum: int, *, cells: bool = False) -> str:
@@ -232,7 +218,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 reached = f"{path} is already at step {step}, and --steps {steps} is not beyond it"
             raise JabError(f"{reached}; pass a larger --steps to continue")
         # Training stopped there with the target reached: a plain resume would only stop.
-        if steps is None and all(run.at_target(step) for run in seeds):
+        if steps is None and every_seed([run.at_target(step) for run in seeds]):
             raise JabError(
                 f"{path} stopped at step {step}, where its held-out exact match reached "
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
@@ -395,13 +381,9 @@ def _loop(
     if saved_step != outcome.step:
         save()
     ended = Outcome(
+        **vars(outcome),  # the Trainer's `Trained`, as it is
         path=path,
         runs=seeds,
-        step=outcome.step,
-        start_step=outcome.start_step,
-        elapsed_s=outcome.elapsed_s,
-        last_eval=outcome.last_eval,
-        at_target=outcome.at_target,
         target_seq_acc=tr.target_seq_acc,
         interrupted_by=stop.signum,
     )
