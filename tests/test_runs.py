@@ -622,7 +622,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     from jabcli.core import runtime
     from jabcli.inspection import inspection
     from jabcli.runs.runs import Run
-    from jabcli.training import checkpoints, training
+    from jabcli.training import checkpoints, manifest, training
 
     monkeypatch.setattr(runtime, "caching", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # not the cache other tests share
@@ -655,7 +655,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     assert traced == [16, 16]
 
     run = Run.open(trained / "runs/tiny")
-    arrays = checkpoints.load(run, checkpoints.entry(run, "latest"))
+    arrays = checkpoints.load(run, manifest.entry(run, "latest"))
     arrays.pop(next(name for name in arrays if name.startswith("params")))
     with pytest.raises(JabError, match=r"checkpoint x does not fit its config \(params\["):
         checkpoints.params_of(experiment, arrays, "checkpoint x")

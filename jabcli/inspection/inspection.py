@@ -23,7 +23,7 @@ from jabcli.experiment.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
 from jabcli.tasks import derived
-from jabcli.training import checkpoints
+from jabcli.training import checkpoints, manifest
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
 DECODE_KEY = 0  # `jab predict` and `show-attention` draw random positions and hints from it
@@ -71,7 +71,7 @@ def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) ->
     checkpoint is checked against the config before the config is built, so an edited
     config is named as such."""
     saved = run.load_config()  # a config that does not read is no damaged checkpoint
-    found = checkpoints.repaired(run, note)
+    found = manifest.repaired(run, note)
     entry, arrays = checkpoints.chosen(run, found, checkpoint, note)
     experiment = experiment or Experiment.create(*saved)
     params = checkpoints.params_of(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")

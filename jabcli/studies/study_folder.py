@@ -154,12 +154,12 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
 def progress(path: Path) -> int:
     """The step a cell's folder has trained to (its seeds' fewest); 0 without checkpoints."""
     from jabcli.runs import runs
-    from jabcli.training import checkpoints
+    from jabcli.training import manifest
 
     try:
         _, seeds = runs.open_runs(path)
         return min(
-            (listed[-1]["step"] if (listed := checkpoints.entries(run)) else 0) for run in seeds
+            (listed[-1]["step"] if (listed := manifest.entries(run)) else 0) for run in seeds
         )
     except JabError:
         return 0

@@ -9,7 +9,7 @@ the first is that one delivered twice, not a second: `timeout -s INT` signals ja
 its process group, jab again. A new run that fails before its first checkpoint is
 removed, so runs/ never holds a run that cannot be evaluated or resumed; a run killed
 before its first checkpoint resumes from step 0. A new run's folders are claimed (locked)
-before anything is written in them (`runs.Claim`): a `jab train` refused a folder another
+before anything is written in them (`Claim`): a `jab train` refused a folder another
 is training into removes nothing of it.
 """
 
@@ -28,9 +28,10 @@ from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError, Note
 from jabcli.core.spread import every_seed
 from jabcli.runs import runs
+from jabcli.runs.claim import Claim
 from jabcli.runs.loggers import Logs
 from jabcli.runs.runs import Run
-from jabcli.training import checkpoints
+from jabcli.training import checkpoints, manifest
 from jabcli.training.trained import Trained
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def start(
     check(experiment)
     observer = observer or Observer()
     # A Ctrl-C while the folder is made stops training at step 0.
-    with StopRequest(getattr(observer, "stopping", None)) as stop, runs.Claim() as claim:
+    with StopRequest(getattr(observer, "stopping", None)) as stop, Claim() as claim:
         path, created = create(experiment, out, claim)
         return _train(path, created, experiment, None, observer, stop, claim)
 
@@ -236,20 +237,20 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
 def trained_enough(run: Run, steps: int) -> bool:
     """Whether `run` needs no more training towards `steps`: its newest checkpoint is at
     `steps` or past it, or training stopped there with the target reached."""
-    listed = checkpoints.entries(run)
+    listed = manifest.entries(run)
     step = listed[-1]["step"] if listed else 0
     return step >= steps or (bool(listed) and run.at_target(step))
 
 
 def create(
-    experiment: Experiment, out: Path | None, claim: runs.Claim | None = None
+    experiment: Experiment, out: Path | None, claim: Claim | None = None
 ) -> tuple[Path, list[Run]]:
     """A new run folder with its config, or a group folder with one run per seed, not
     trained yet (`resume` trains it from step 0), held by `claim` until it ends (by
     default, until this returns); on failure, nothing this process made is left behind,
     and nothing another process made is touched."""
     if claim is None:
-        with runs.Claim() as claim:
+        with Claim() as claim:
             return create(experiment, out, claim)
     cfg = experiment.config
     try:
@@ -282,7 +283,7 @@ def _train(
     resumed: tuple[int, list[Any] | None] | None,
     observer: Observer,
     stop: StopRequest,
-    claim: runs.Claim | None = None,
+    claim: Claim | None = None,
 ) -> Outcome:
     """Train until done, early-stopped or interrupted, checkpointing along the way, the
     seeds' locks held by the caller; `resumed` is the step and the seeds' states to
@@ -302,7 +303,7 @@ def _train(
         return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
-            saved = [checkpoints.entries(run) for run in seeds]
+            saved = [manifest.entries(run) for run in seeds]
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
         removed = claim is not None and saved is not None and not any(saved)
