@@ -62,6 +62,14 @@ class Experiment:
         task = self.task.task if isinstance(self.task, Hinted) else self.task
         return user_code.code_digest([task, self.src_scheme, self.tgt_scheme, self.form])
 
+    @property
+    def storable(self) -> bool:
+        """Whether what is compiled for it may be kept on disk (core/runtime.py): not for a
+        file task (its data shapes its programs) nor a task answered on the host (a
+        program that calls back into this process cannot be stored)."""
+        inner = self.task.task if isinstance(self.task, Hinted) else self.task
+        return self.task.generated and not getattr(inner, "solved_on_host", False)
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Experiment) and self._identity == other._identity
 
