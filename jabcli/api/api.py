@@ -41,7 +41,8 @@ from jabcli.api.values import Attention, Comparison, Curves, Predictions, Result
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
 from jabcli.evaluation.evaluate import HeldOut
-from jabcli.inspection import inspection
+from jabcli.inspection import attention, inspection
+from jabcli.inspection.curves import curve
 from jabcli.runs import runs
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ class Run:
             raise JabError(
                 f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"
             )
-        picture = inspection.attention(loaded, text, kind)
+        picture = attention.attention(loaded, text, kind)
         return Attention(
             picture.kind,
             picture.input,
@@ -233,7 +234,7 @@ def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss
     found = paths_of(paths, "curves")
     if not found:
         raise JabError("curves takes one or more run folders")
-    return Curves([inspection.curve(p, metric) for p in found])
+    return Curves([curve(p, metric) for p in found])
 
 
 def compare(
