@@ -803,10 +803,11 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(runtime, "caching", True)
-    experiment = SimpleNamespace(
+    experiment = SimpleNamespace(  # what runtime.Keyed reads of an experiment
         config=SimpleNamespace(to_dict=dict),
         tokenizer=SimpleNamespace(tokens=[]),
-        task=SimpleNamespace(generated=True),
+        code_digest="",
+        storable=True,
     )
     reads_y = jax.jit(lambda x, y, z: x * 2 + y).lower(1.0, 2.0, 100.0)
     reads_z = jax.jit(lambda x, y, z: x * 2 + z).lower(1.0, 2.0, 100.0)
