@@ -149,7 +149,7 @@ def study_settings() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
 
 def jab_task(name: str):
     """The jab task `name` with the protocol's options, as the study builds it."""
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     base, rows = study_settings()
     return resolve(name, overrides={**base, **rows[name]}).task
@@ -356,8 +356,8 @@ def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
     from jabcli.evaluation import layout
     from jabcli.evaluation.decode import decode_rows
     from jabcli.evaluation.evaluate import score
+    from jabcli.experiment.resolve import resolve
     from jabcli.inspection import inspection
-    from jabcli.model.experiment import resolve
     from jabcli.runs.runs import Run
     from jabcli.tasks import sampling
     from jabcli.training import session

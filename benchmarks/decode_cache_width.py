@@ -18,7 +18,7 @@ import numpy as np
 
 from jabcli.core.tokenizer import EOS_ID
 from jabcli.evaluation import decode
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.training.training import init
 
 

@@ -30,7 +30,7 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training.training import Trainer
 
     imported = time.perf_counter()

@@ -169,7 +169,7 @@ def profile_child(run: str) -> None:
         setattr(owner, name, staticmethod(timed) if isinstance(owner, type) else timed)
 
     from jabcli import __main__
-    from jabcli.model import experiment
+    from jabcli.experiment import experiment
     from jabcli.training import checkpoints
 
     timer(checkpoints, "repaired", "read the checkpoint")

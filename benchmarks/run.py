@@ -77,7 +77,8 @@ from rich.table import Table
 
 from jabcli.core.tokenizer import EOS_ID, Tokenizer
 from jabcli.evaluation.decode import greedy_decode, greedy_decode_full
-from jabcli.model.experiment import Experiment, resolve
+from jabcli.experiment.experiment import Experiment
+from jabcli.experiment.resolve import resolve
 from jabcli.tasks import derived
 from jabcli.training.training import Schedule, Trainer, init, update
 

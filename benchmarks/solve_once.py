@@ -27,7 +27,7 @@ def main() -> None:
     runtime.configure(no_cache=True)
     import jax
 
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training.training import Trainer
 
     experiment = resolve(args.task, sets=args.sets, steps=args.steps, seed=args.seed)

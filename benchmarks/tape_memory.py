@@ -16,7 +16,7 @@ import json, time
 from jabcli.core import runtime
 runtime.configure()
 import jax, jax.numpy as jnp
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.training.training import Trainer
 sets = ["task.alphabet=01", "task.max_len=40", "model.arch=tape_rnn", "model.d_model=256",
         "train.batch_size=128", "train.log_every=5", {memory!r}]

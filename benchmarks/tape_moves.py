@@ -23,7 +23,7 @@ import numpy as np
 
 from jabcli.core import runtime
 from jabcli.evaluation.evaluate import draw_held_out
-from jabcli.inspection import inspection
+from jabcli.inspection import attention, inspection
 from jabcli.runs import runs
 
 MOVES = ("0", "+1", "-1", "+L", "-L", "other")
@@ -52,7 +52,7 @@ def main(path: str, lengths: list[int]) -> None:
     for seed in seeds:
         loaded, counts, right = inspection.load(seed.path), collections.Counter(), 0
         for text in inputs:
-            picture = inspection.attention(loaded, text)
+            picture = attention.attention(loaded, text)
             symbols = len(text)  # the jump: the input's symbols (recurrent.py)
             right += picture.answer == picture.expected
             sizes = picture.weights[0, 0]

@@ -66,7 +66,7 @@ def run_metrics(trained):
 def test_the_api_trains_a_run_the_command_line_can_read_and_the_same_model_again_at_once(
     tmp_path,
 ):
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training import training
 
     sets = TINY_OVERRIDES  # programs compiled already

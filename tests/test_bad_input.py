@@ -15,7 +15,7 @@ import yaml
 from jabrun import env, jab, jab_here
 
 from jabcli.core.errors import JabError
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.runs import runs
 
 RUN = "runs/tiny"

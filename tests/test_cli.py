@@ -298,7 +298,7 @@ def test_curves_draws_a_metric_by_step_and_saves_a_picture(trained, tmp_path):
 def test_the_terminal_plot_marks_steps_with_whole_numbers():
     from jabcli.api.plots import Plot
     from jabcli.cli.pictures import CurvesView
-    from jabcli.inspection.inspection import Curve
+    from jabcli.inspection.curves import Curve
 
     curve = Curve("r", "eval_seq_acc", [50, 60, 70, 80, 90, 100], [0.1, 0.2, 0.4, 0.6, 0.8, 1.0])
     drawn = re.sub(r"\x1b\[[0-9;]*m", "", CurvesView(Plot([curve])).draw(100, colours=False))
@@ -751,7 +751,7 @@ def test_the_chart_by_length_labels_round_lengths_evenly_spaced():
 def test_the_terminal_plot_marks_round_steps_and_keeps_its_legend_off_a_narrow_plot():
     from jabcli.api.plots import Plot
     from jabcli.cli.pictures import CurvesView
-    from jabcli.inspection.inspection import Curve
+    from jabcli.inspection.curves import Curve
 
     lengths = list(range(41, 501))
     curves = [Curve(name, "eval_seq_acc", lengths, [0.5] * len(lengths)) for name in "ab"]
@@ -768,7 +768,7 @@ def test_the_terminal_plot_marks_round_steps_and_keeps_its_legend_off_a_narrow_p
 def test_a_saved_loss_within_a_decade_labels_its_log_axis_with_plain_numbers():
     """A loss from 4.2 to 0.6: 0.6 ... 4, not 6x10^-1 ... 4x10^0."""
     from jabcli.api import plots
-    from jabcli.inspection.inspection import Curve
+    from jabcli.inspection.curves import Curve
 
     steps = list(range(0, 300, 25))
     losses = [4.2 * 0.84**i for i in range(len(steps))]

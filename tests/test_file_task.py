@@ -11,7 +11,7 @@ from jabrun import jab_here
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import Tokenizer
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.tasks.datafile import DataFile, FileTask
 
 SMALL = [

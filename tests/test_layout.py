@@ -14,6 +14,7 @@ LAYERS = (
     "core",
     "tasks",
     "model",
+    "experiment",
     "evaluation",
     "runs",
     "training",
@@ -200,7 +201,9 @@ def test_experiment_names_no_positional_scheme_every_scheme_is_one_class_and_one
         for name, value in vars(positions).items()
         if isinstance(value, type) and issubclass(value, positions.PositionalScheme)
     } - {"PositionalScheme"}
-    source = (PACKAGE / "model" / "experiment.py").read_text()
+    source = "".join(
+        (PACKAGE / "experiment" / name).read_text() for name in ("experiment.py", "resolve.py")
+    )
     assert kinds and not [kind for kind in kinds if re.search(rf"\b{kind}\b", source)]
     assert not re.search(r"\.coupled\b", source)  # what a scheme does is its own business
     registered = {type(scheme).__name__ for scheme in positions.SCHEMES.values()}

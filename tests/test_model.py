@@ -10,7 +10,7 @@ from jabcli.core.errors import JabError
 from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation.decode import FREE, free, greedy_decode, greedy_decode_full
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.model.model import answer_columns, build
 from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
 from jabcli.model.registry import FORMS

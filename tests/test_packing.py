@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.tasks import derived, sampling
 from jabcli.training import packing
 from jabcli.training.packing import Rows

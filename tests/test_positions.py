@@ -84,7 +84,7 @@ def test_alibi_lets_the_encoder_tell_a_key_on_the_left_from_one_on_the_right():
 
 
 def coupled(task="reverse", *sets, scheme="coupled"):
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     experiment = resolve(task, sets=[f"model.pos_encoding={scheme}", *sets])
     batch = experiment.sample(jax.random.PRNGKey(1), 8)
@@ -162,7 +162,7 @@ def test_coupled_cross_attention_favours_the_aligned_input_symbol_at_any_length(
 def test_no_source_positions_make_the_encoder_blind_to_order():
     """Permuting the input symbols permutes the encoder's outputs and changes no answer
     logit with src_pos_encoding=none; with sinusoidal it does change them."""
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     outputs = {}
     for encoding in ("none", "sinusoidal"):
@@ -199,7 +199,7 @@ def test_decoding_in_chunks_of_similar_length_gives_the_answers_of_one_batch(sch
     per input, relative, coupled, or with index hints."""
     from jabcli.evaluation.decode import answer, decode_rows, free, plan, row_keys
     from jabcli.evaluation.evaluate import draw_held_out
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     sets = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=10"]
     sets.append("task.index_hints=true" if scheme == "hinted" else f"model.pos_encoding={scheme}")

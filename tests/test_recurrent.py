@@ -16,7 +16,7 @@ from jabrun import jab_here, overrides
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import PAD_ID
-from jabcli.model.experiment import resolve
+from jabcli.experiment.resolve import resolve
 from jabcli.model.recurrent import (
     JUMP_LEFT,
     JUMP_RIGHT,

@@ -202,7 +202,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(trained, t
 
 
 def test_a_second_ctrl_c_says_whether_the_run_was_kept(three_checkpoints, monkeypatch):
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
     from jabcli.runs.runs import Run
     from jabcli.training import session, training
 
@@ -622,7 +622,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     from jabcli.core import runtime
     from jabcli.inspection import inspection
     from jabcli.runs.runs import Run
-    from jabcli.training import checkpoints, training
+    from jabcli.training import checkpoints, manifest, training
 
     monkeypatch.setattr(runtime, "caching", True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # not the cache other tests share
@@ -655,7 +655,7 @@ def test_a_model_traced_once_is_not_traced_again_and_a_broken_cache_entry_is_onl
     assert traced == [16, 16]
 
     run = Run.open(trained / "runs/tiny")
-    arrays = checkpoints.load(run, checkpoints.entry(run, "latest"))
+    arrays = checkpoints.load(run, manifest.entry(run, "latest"))
     arrays.pop(next(name for name in arrays if name.startswith("params")))
     with pytest.raises(JabError, match=r"checkpoint x does not fit its config \(params\["):
         checkpoints.params_of(experiment, arrays, "checkpoint x")
@@ -803,10 +803,11 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(runtime, "caching", True)
-    experiment = SimpleNamespace(
+    experiment = SimpleNamespace(  # what runtime.Keyed reads of an experiment
         config=SimpleNamespace(to_dict=dict),
         tokenizer=SimpleNamespace(tokens=[]),
-        task=SimpleNamespace(generated=True),
+        code_digest="",
+        storable=True,
     )
     reads_y = jax.jit(lambda x, y, z: x * 2 + y).lower(1.0, 2.0, 100.0)
     reads_z = jax.jit(lambda x, y, z: x * 2 + z).lower(1.0, 2.0, 100.0)

@@ -226,11 +226,11 @@ def test_a_figure_over_an_even_number_of_seeds_is_the_mean_of_the_middle_two_eve
     """The terminal's words, a study's table and a group's evaluation take one median
     (core/spread.py): two seeds at 50% and 100% are 75%, not the upper or lower middle."""
     from jabcli.api.formatting import spread as words
+    from jabcli.core.spread import Spread
     from jabcli.inspection.inspection import combine
-    from jabcli.studies.studies import spread as kept
 
     assert words([0.5, 1.0]) == "75.0% [50.0%-100.0%]"
-    assert kept([0.5, 1.0]) == {"median": 0.75, "min": 0.5, "max": 1.0}
+    assert Spread.of([0.5, 1.0]).record() == {"median": 0.75, "min": 0.5, "max": 1.0}
     seeds = [{"step": 10, "seq_acc": acc, "per_length": {"3": {"samples": 4, "seq_acc": acc}}}
              for acc in (1.0, 0.5)]  # fmt: skip
     both = combine("group", seeds)

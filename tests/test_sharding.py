@@ -15,7 +15,7 @@ def chunk_losses(seeds: int) -> list[list[float]]:
     the sharded chunks that Trainer.run feeds, without evaluation."""
     import jax.numpy as jnp
 
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training.training import Trainer
 
     sets = ["task.max_len=6", "model.d_model=32", "model.d_ff=64", "model.num_layers=1",

@@ -124,7 +124,7 @@ def test_study_show_prints_markdown_and_saves_the_plot(smoke, tmp_path):
 
 
 # The config keys of jab when the first study folders were measured (e14df94): every key
-# added since must be in studies.ADDED_LATER, or those folders' cells would rerun.
+# added since must be in specs.ADDED_LATER, or those folders' cells would rerun.
 KEYS_WHEN_STUDIES_BEGAN = {
     "task": {"alphabet", "held_out", "index_hints", "max_len", "min_len", "name",
              "reverse_answer", "shift"},
@@ -141,14 +141,14 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     """Keys added since studies began (task.modulus, model.loops) are left out of a cell's
     spec at their defaults: the spec is the digest of the config as jab wrote it then."""
     from jabcli.core.settings import Config
-    from jabcli.studies import studies
+    from jabcli.studies import specs
 
     now = Config().to_dict()
     added = {(part, key) for part, keys in now.items() for key in keys}
     added -= {(part, key) for part, keys in KEYS_WHEN_STUDIES_BEGAN.items() for key in keys}
-    assert added == set(studies.ADDED_LATER)
+    assert added == set(specs.ADDED_LATER)
     study = read(write(tmp_path / "m.yaml", TINY_BASE + "rows: [{name: a}]\n"))
-    studies.check(study)
+    specs.check(study)
     config = {
         part: {k: v for k, v in keys.items() if k in KEYS_WHEN_STUDIES_BEGAN[part]}
         for part, keys in study.cells[0].config.items()
@@ -156,11 +156,11 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     config["train"].pop("log_to")  # where logs go decides no result
     before = {"task": study.cells[0].written, "config": config,
               "evaluate": study.evaluation.measure()}  # fmt: skip
-    assert study.cells[0].spec == studies.digest(before)
+    assert study.cells[0].spec == specs.digest(before)
     changed = read(
         write(tmp_path / "n.yaml", TINY_BASE + "rows: [{name: a, set: {model.loops: 2}}]\n")
     )
-    studies.check(changed)
+    specs.check(changed)
     assert changed.cells[0].spec != study.cells[0].spec
 
 
@@ -380,17 +380,17 @@ def test_changing_only_how_a_study_measures_keeps_every_cells_training(smoke, tm
 
 
 def test_a_study_measured_before_specs_left_out_the_bins_stays_measured(smoke, tmp_path):
-    from jabcli.studies import studies
+    from jabcli.studies import specs
 
     study = copy_of_smoke(smoke, tmp_path)
     folder = tmp_path / "runs/smoke"
     record = json.loads((folder / "study.json").read_text())
     checked = read(study)
-    studies.check(checked)
+    specs.check(checked)
     for entry in record["cells"]:  # as jab wrote them then: the bins in the spec
         legacy = json.loads((folder / entry["folder"] / "evaluation.json").read_text())
         cell = next(c for c in checked.cells if c.folder == entry["folder"])
-        entry["spec"] = studies.digest({**cell.trained, "evaluate": record["evaluate"]})
+        entry["spec"] = specs.digest({**cell.trained, "evaluate": record["evaluate"]})
         del entry["train_spec"]
         legacy["spec"] = entry["spec"]
         (folder / entry["folder"] / "evaluation.json").write_text(json.dumps(legacy))
@@ -574,7 +574,7 @@ def test_study_mistakes_on_the_command_line_point_to_the_right_help(tmp_path):
 
 
 def shown_table(results: dict, columns: int) -> str:
-    """`jab study show`'s table of `results` (as studies.table gives them), `columns` wide."""
+    """`jab study show`'s table of `results` (as study_results.table gives them), `columns` wide."""
     import io
 
     from rich.console import Console
@@ -623,7 +623,7 @@ def spread(values: list[int]) -> dict:
 def test_the_longest_length_at_half_over_an_even_number_of_seeds_is_a_whole_length():
     """Two seeds answering half of the inputs up to lengths 1 and 2: the median of 1.5 is
     no length; the table (and its JSON) say 1, the lower of the two."""
-    from jabcli.studies.studies import measured
+    from jabcli.studies.study_results import measured
 
     def seed(longest: int) -> dict:
         return {"per_length": {str(n): {"seq_acc": 1.0 if n <= longest else 0.0}

@@ -10,8 +10,8 @@ import pytest
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, HINTS, PAD_ID, Tokenizer
+from jabcli.experiment.resolve import resolve
 from jabcli.inspection.inspection import Loaded, default_lengths
-from jabcli.model.experiment import resolve
 from jabcli.tasks import derived, sampling
 from jabcli.tasks.contract import Task
 from jabcli.tasks.hinted import Hinted, draw_hints

@@ -380,7 +380,7 @@ def test_a_users_task_option_is_a_task_key_checked_by_the_type_of_its_default(tm
 def test_an_edited_task_file_is_another_experiment_never_a_program_compiled_for_the_old(
     tmp_path, monkeypatch
 ):
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ends.py").write_text(example())
@@ -446,7 +446,7 @@ def test_a_users_reads_that_points_outside_the_input_is_named(tmp_path, monkeypa
     (tmp_path / "ends.py").write_text(
         code.replace("steps == 0, lengths, 0", "steps == 0, lengths - 1, 0")
     )
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     monkeypatch.chdir(tmp_path)
     assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted

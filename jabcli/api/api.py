@@ -21,21 +21,28 @@ with the message the command line prints.
 
 from __future__ import annotations
 
-import math
-import sysconfig
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jabcli.api.arguments import (
+    amount,
+    checkpoint_name,
+    input_texts,
+    length_range,
+    path_of,
+    task_reference,
+    yes_or_no,
+)
 from jabcli.api.names import API
+from jabcli.api.values import Attention, Comparison, Curves, Predictions, Result, StudyResults
 from jabcli.core.config import SAMPLES, SAMPLES_PER_LENGTH
 from jabcli.core.errors import JabError, whole
-from jabcli.core.lengths import length_range as parse_range
 from jabcli.evaluation.evaluate import HeldOut
-from jabcli.inspection import inspection
+from jabcli.inspection import attention, inspection
+from jabcli.inspection.curves import curve
 from jabcli.runs import runs
 
 if TYPE_CHECKING:
@@ -65,101 +72,6 @@ def paths_of(runs_given: Any, what: str) -> list[Path]:
     return found
 
 
-def path_of(value: Any, what: str) -> Path | None:
-    """A path given as a string or a Path (None: the default), else the error naming `what`."""
-    if value is None or isinstance(value, Path):
-        return value
-    if isinstance(value, str):
-        return Path(value)
-    raise JabError(f"{what} takes a path (a string or a Path), got {value!r}")
-
-
-def input_texts(value: Any) -> list[str]:
-    """`run.predict`'s inputs: one string (one input, not characters) or strings."""
-    example = "like run.predict('12345') or run.predict(['12', '345'])"
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, Iterable) or isinstance(value, (bytes, bytearray)):
-        raise JabError(f"inputs are strings of the task's symbols, {example}; got {value!r}")
-    texts = list(value)
-    for text in texts:
-        if not isinstance(text, str):
-            raise JabError(f"inputs are strings of the task's symbols, {example}; got {text!r}")
-    if not texts:
-        raise JabError(f"give at least one input, {example}")
-    return texts
-
-
-def length_range(value: Any) -> tuple[int | None, int | None]:
-    """`(1, 32)`, `[1, 32]`, `"1-32"` or `17` as a range of input lengths."""
-    if isinstance(value, str):
-        return parse_range(value, "lengths")
-    if type(value) is int:
-        return value, value
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        if all(v is None or type(v) is int for v in value):  # None: the run's own bound
-            return value[0], value[1]
-    raise JabError(f"lengths takes (shortest, longest), '1-32' or one length, got {value!r}")
-
-
-def yes_or_no(value: Any, what: str) -> bool:
-    """A flag given as True or False (not "yes", which Python would read as true)."""
-    if type(value) is not bool:
-        raise JabError(f"{what} takes True or False, got {value!r}")
-    return value
-
-
-def task_reference(task: Any) -> tuple[str, dict[str, Any]]:
-    """`train`'s task: a name, a YAML file, file:PATH or PATH.py:Class as the command line
-    takes it; or a task class of the user's own (`jab.train(Ends)`) or an instance of one
-    (`jab.train(Repeat(times=3))`, its fields as task.<field> options), named by the file
-    that defines it, which the run keeps a copy of."""
-    import inspect
-
-    from jabcli.tasks.contract import Task
-
-    if isinstance(task, (str, Path)):
-        return str(task), {}
-    cls = type(task) if isinstance(task, Task) else task
-    if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise JabError(
-            f"task takes a task name, a task YAML file, file:PATH, PATH.py:Class or a task "
-            f"class, got {task!r}"
-        )
-    try:
-        source = inspect.getfile(cls)
-    except (TypeError, OSError):
-        source = ""
-    if not source.endswith(".py") or "<" in cls.__qualname__:
-        raise JabError(
-            f"task {cls.__name__} is not defined at the top of a .py file (a notebook cell's or "
-            "a function's class cannot be kept with the run): put it in one, or pass PATH.py:Class"
-        )
-    own = {}
-    if isinstance(task, Task):
-        defaults = cls()
-        own = {
-            f"task.{name}": getattr(task, name)
-            for name in cls.options()
-            if getattr(task, name) != getattr(defaults, name)
-        }
-        if task.alphabet != defaults.alphabet:
-            own["task.alphabet"] = task.alphabet
-    installed = {sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")}
-    if any(source.startswith(folder) for folder in installed):  # an installed package's
-        return f"{cls.__module__}:{cls.__qualname__}", own
-    return f"{source}:{cls.__qualname__}", own  # a file of the user's: the run keeps a copy
-
-
-def checkpoint_name(value: Any) -> str:
-    """`jab eval --checkpoint`: best, latest or a step (an int here too)."""
-    if type(value) is int and value >= 0:
-        return str(value)
-    if isinstance(value, str) and (value in ("best", "latest") or value.isdigit()):
-        return value
-    raise JabError(f"checkpoint takes 'best', 'latest' or a step number, got {value!r}")
-
-
 def train(
     task: str | type | object,
     steps: int | None = None,
@@ -175,7 +87,7 @@ def train(
     default, a progress bar in a notebook and nothing at all in a script."""
     from jabcli.api import notebook
     from jabcli.core import runtime
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training import session
 
     task, own = task_reference(task)
@@ -294,7 +206,7 @@ class Run:
             raise JabError(
                 f"layer must be between 0 and {layers - 1} (or -1 for the last), got {layer}"
             )
-        picture = inspection.attention(loaded, text, kind)
+        picture = attention.attention(loaded, text, kind)
         return Attention(
             picture.kind,
             picture.input,
@@ -322,7 +234,7 @@ def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss
     found = paths_of(paths, "curves")
     if not found:
         raise JabError("curves takes one or more run folders")
-    return Curves([inspection.curve(p, metric) for p in found])
+    return Curves([curve(p, metric) for p in found])
 
 
 def compare(
@@ -370,7 +282,7 @@ def study(
     `KeyboardInterrupt` (run it again to resume)."""
     from jabcli.core import runtime
     from jabcli.studies import study_run
-    from jabcli.studies.studies import slug
+    from jabcli.studies.run_options import check_backend, default_folder
     from jabcli.studies.study_file import read
 
     file, out = path_of(file, "study"), path_of(out, "out")
@@ -378,21 +290,19 @@ def study(
         raise JabError("study takes a study file, like 'studies/smoke.yaml'")
     if workers is not None:
         whole(workers, "workers", 1)
-    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
-        raise JabError("cpus_per_cell and gpus_per_cell go with ray")
-    if ray is not None:
-        if not isinstance(ray, str):
-            raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
-        if workers is not None:
-            raise JabError("workers is for this machine; with ray the cluster decides")
-        if not (amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)):
-            raise JabError(
-                "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
-                f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
-            )
+    if ray is not None and not isinstance(ray, str):  # Typer's to check on the command line
+        raise JabError(f"ray takes an address (host:port), 'auto' or 'local', got {ray!r}")
+    check_backend(workers, ray, cpus_per_cell, gpus_per_cell)
+    if ray is not None and not (
+        amount(cpus_per_cell) and cpus_per_cell > 0 and amount(gpus_per_cell)
+    ):
+        raise JabError(
+            "cpus_per_cell must be a positive number and gpus_per_cell zero or more, "
+            f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
+        )
     runtime.configure()
     found = read(file)
-    out = out if out is not None else Path("runs") / slug(found.name)
+    out = out if out is not None else default_folder(found)
     summary = study_run.run(found, out, workers, view, ray, cpus_per_cell, gpus_per_cell)
     if summary.interrupted_by is not None:
         raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
@@ -402,109 +312,11 @@ def study(
     return load_study(out)
 
 
-def amount(value: Any) -> bool:
-    """Whether `value` is a finite number of zero or more (of CPUs, of GPUs)."""
-    return type(value) in (int, float) and math.isfinite(value) and value >= 0
-
-
 def load_study(path: str | Path) -> StudyResults:
     """A study folder's results: what `jab study show --json` prints."""
-    from jabcli.studies.studies import table
+    from jabcli.studies.study_results import table
 
     found = path_of(path, "load_study")
     if found is None:
         raise JabError("load_study takes a study folder, like 'runs/smoke'")
     return StudyResults(table(found))
-
-
-class StudyResults(dict):
-    """`jab study show --json` as a dict (its `cells` hold every figure); in Jupyter, the
-    table by length bins and the plot of exact match by length."""
-
-    def _repr_html_(self) -> str:
-        from jabcli.api.notebook import study_html
-
-        return study_html(self)
-
-
-class Result(dict):
-    """What `jab eval --json` prints, as a dict, shown in Jupyter as a table with bars."""
-
-    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython: not every example
-        printer.text(
-            f"Result(run={self['run']!r}, step={self['step']}, seq_acc={self['seq_acc']:.4f}, "
-            f"token_acc={self['token_acc']:.4f}, lengths {self['min_len']}-{self['max_len']}, "
-            f"keys: {', '.join(self)})"
-        )
-
-    def _repr_html_(self) -> str:
-        from jabcli.api.notebook import result_html
-
-        return result_html(self)
-
-
-class Comparison(list):
-    """`jab compare`'s results, one `Result` per run; in Jupyter, a table by length."""
-
-    def _repr_html_(self) -> str:
-        from jabcli.api.notebook import comparison_html
-
-        return comparison_html(self)
-
-
-class Predictions(list):
-    """`jab predict`'s rows (input, output, expected, correct), as an HTML table;
-    `skipped`: the inputs `skip_bad` left out, {index: why}."""
-
-    def __init__(self, rows: Iterable[dict[str, Any]] = (), skipped: dict[int, str] | None = None):
-        super().__init__(rows)
-        self.skipped = skipped or {}
-
-    def _repr_html_(self) -> str:
-        from jabcli.api.notebook import predictions_html
-
-        return predictions_html(self)
-
-
-class Curves(list):
-    """`jab curves`'s curves (inspection.Curve: name, metric, steps, values, and for a
-    group the band low-high); in Jupyter, one picture."""
-
-    def _repr_svg_(self) -> str | None:
-        from jabcli.api.notebook import curves_svg
-
-        return curves_svg(self)
-
-    def _repr_html_(self) -> str | None:  # only when there is no picture: how to get one
-        from jabcli.api.notebook import missing_plots
-
-        return missing_plots()
-
-
-@dataclass
-class Attention:
-    """One layer's attention weights [heads, queries, keys], with the tokens that label
-    the queries (`rows`) and keys (`cols`); in Jupyter, a heatmap per head whose cells
-    show their weight on hover. A "stack" or "tape" (a recurrent form's memory) is one
-    head: each cell's size after each token read (rows), the largest 1, cells across."""
-
-    kind: str
-    input: str
-    answer: str
-    expected: str | None  # the task's reference answer, if it has one
-    layer: int
-    weights: np.ndarray
-    rows: list[str]
-    cols: list[str]
-    memory: str | None = None  # a stack's or tape's: what its columns are
-
-    @property
-    def verdict(self) -> str:
-        if self.expected is None:
-            return "no reference answer"
-        return "right" if self.answer == self.expected else f"wrong, expected {self.expected}"
-
-    def _repr_html_(self) -> str:
-        from jabcli.api.notebook import attention_html
-
-        return attention_html(self)

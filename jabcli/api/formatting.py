@@ -35,7 +35,7 @@ def median_range(median: float, low: float, high: float, show=percent) -> str:
 
 
 def spread(values: list[float], show=percent) -> str:
-    """One value as itself; several (one per seed) as their median [min-max]."""
+    """One value as itself; several (one per seed) as their `Spread`: median [min-max]."""
     if len(values) == 1:
         return show(values[0])
     return median_range(*Spread.of(values), show)
@@ -121,7 +121,7 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Each cell's name and the figures of its row: steps, training seconds, each bin's
     exact match or `results["metric"]` (with the forced exact match after a slash),
     longest length at >= 50% exact match."""
-    from jabcli.studies.studies import BIN_KEYS
+    from jabcli.studies.study_results import BIN_KEYS
 
     key = BIN_KEYS[results.get("metric", "seq_acc")]
     rows = []

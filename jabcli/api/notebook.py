@@ -20,6 +20,7 @@ from jabcli.api.formatting import (
     study_heading,
     training_header,
 )
+from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
 
 
@@ -228,7 +229,7 @@ class NotebookView(Observer):
             figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
         if ev:
             figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
-            if all(e["at_target"] for e in ev):  # the Trainer's word
+            if every_seed([e["at_target"] for e in ev]):  # the Trainer's word
                 figures.append(f"target {percent(self.target)} reached")
         notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
         return (

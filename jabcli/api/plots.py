@@ -138,7 +138,7 @@ def save(plot: Plot, path) -> None:
 def study_plot(results: dict[str, Any]) -> Plot:
     """A study's exact match against input length (`jab study show`): a line per
     measured cell with its seeds' band, the training lengths marked."""
-    from jabcli.inspection.inspection import Curve
+    from jabcli.inspection.curves import Curve
 
     curves, ranges = [], set()
     for c in results["cells"]:
@@ -172,7 +172,7 @@ def comparison_plot(results: list[dict[str, Any]]) -> Plot:
     """`jab compare`'s runs: held-out exact match against input length, a line per run
     (a group of seeds: its median, with its min-max band), the training lengths marked
     when the runs share them."""
-    from jabcli.inspection.inspection import Curve
+    from jabcli.inspection.curves import Curve
 
     curves = []
     for label, r in zip(run_labels([r["run"] for r in results]), results):

@@ -28,6 +28,7 @@ from jabcli.api.formatting import (
 )
 from jabcli.cli.display import console, live, say
 from jabcli.core.settings import short_name
+from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
 
 
@@ -121,7 +122,9 @@ class TrainView(Observer):
         first = records[0]
         # Every seed evaluated at this step reached the target: the Trainer stops here.
         ev = self.eval
-        reached = bool(ev) and ev[0]["step"] == first["step"] and all(e["at_target"] for e in ev)
+        reached = (
+            bool(ev) and ev[0]["step"] == first["step"] and every_seed([e["at_target"] for e in ev])
+        )
         self.progress.update(
             self.bar,
             completed=first["step"],
@@ -240,7 +243,8 @@ class StudyView:
         self.update()
 
     def finished(self, cell, evaluation: dict[str, Any]) -> None:
-        from jabcli.studies.studies import bin_name, measured
+        from jabcli.studies.studies import bin_name
+        from jabcli.studies.study_results import measured
 
         self.done += 1
         figures = measured(evaluation, self.bins)["bins"]

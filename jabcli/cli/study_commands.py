@@ -74,14 +74,11 @@ def study_run_command(
     from jabcli.cli.display import commands, console, say
     from jabcli.cli.live import StudyView
     from jabcli.cli.tables import study_table
-    from jabcli.studies import studies, study_file, study_run
+    from jabcli.studies import run_options, studies, study_file, study_results, study_run
 
-    if ray is None and (cpus_per_cell != 1.0 or gpus_per_cell != 0.0):
-        raise JabError("--cpus-per-cell and --gpus-per-cell go with --ray")
-    if ray is not None and workers is not None:
-        raise JabError("--workers is for this machine; with --ray the cluster decides")
+    run_options.check_backend(workers, ray, cpus_per_cell, gpus_per_cell, run_options.flag)
     found = study_file.read(file)
-    folder = out or Path("runs") / studies.slug(found.name)
+    folder = out or run_options.default_folder(found)
     configure_jax(no_cache)
     if no_cache:
         os.environ["JAB_NO_CACHE"] = "1"  # the workers' too
@@ -96,7 +93,7 @@ def study_run_command(
         )
         commands("Resume with:", [again])
         raise typer.Exit(128 + summary.interrupted_by)
-    console.print(study_table(studies.table(folder)))
+    console.print(study_table(study_results.table(folder)))
     if summary.failed:
         for name, error in summary.failed.items():
             print(f"jab: error: cell {name!r} failed: {error}", file=sys.stderr)
@@ -150,7 +147,7 @@ def study_show_command(
     from jabcli.cli.display import console, say
     from jabcli.cli.pictures import show_picture, study_curves
     from jabcli.cli.tables import study_table
-    from jabcli.studies import studies
+    from jabcli.studies import study_results
 
     if as_json and markdown:
         raise JabError("give either --json or --markdown, not both")
@@ -160,7 +157,7 @@ def study_show_command(
             f"{suggest(metric, STUDY_METRICS)}"
         )
     check_save(save, PLOT_FILES)
-    results = {**studies.table(folder, bins), "metric": metric}
+    results = {**study_results.table(folder, bins), "metric": metric}
     if metric.startswith("forced_") and not results["force_length"]:
         raise JabError(
             f"--metric {metric} needs answers decoded at their true length: {folder} was "

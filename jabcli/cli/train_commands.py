@@ -106,7 +106,7 @@ def train(
     from jabcli.training import session
 
     configure_jax(no_cache)
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     experiment = resolve(task, config_file, sets, steps, seed, seeds)
     finish(lambda: session.start(experiment, out, TrainView()))
@@ -181,7 +181,7 @@ def finish(training) -> None:
     if len(records) >= 2:  # how held-out exact match rose, in a few lines
         from jabcli.api.plots import Plot
         from jabcli.cli.pictures import CurvesView
-        from jabcli.inspection.inspection import curve
+        from jabcli.inspection.curves import curve
 
         console.print(CurvesView(Plot([curve(outcome.path, "eval_seq_acc")]), height=8))
     if not outcome.reached_target:

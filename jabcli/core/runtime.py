@@ -20,7 +20,11 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from jabcli.core.settings import Config
+    from jabcli.core.tokenizer import Tokenizer
 
 
 class Lazy:
@@ -82,6 +86,26 @@ def configure(no_cache: bool = False) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
+class Keyed(Protocol):
+    """What the facts and programs kept on disk read of what they are kept for: an
+    experiment (experiment/experiment.py's `Experiment`, a layer above, which is why it is
+    named here by what it has rather than imported)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    @property
+    def code_digest(self) -> str:
+        """A digest of the user's own code it runs ("" for jab's own)."""
+
+    @property
+    def storable(self) -> bool:
+        """Whether what is compiled for it may be kept on disk at all."""
+
+
 @functools.cache
 def source_digest() -> str:
     """A digest of jab's own code: what another version traced (a model's facts, the
@@ -94,14 +118,14 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
+def remembered(experiment: Keyed, name: str, compute: Callable[[], Any]) -> Any:
     """`compute()`, a small picklable fact about the experiment's model that takes tracing
     to find (its parameters' shapes, say), kept on disk beside the compilation cache
     under a digest of `name`, the experiment's config and vocabulary, jab's code and the
     libraries' versions, so that the next process reads it instead of tracing again.
     `file:` tasks are not kept (their data, not only their config, shapes the model's
     programs)."""
-    if not (caching and storable(experiment)):
+    if not (caching and experiment.storable):
         return compute()
     path = kept_path(experiment, "facts", name, ".pkl")
     try:
@@ -112,16 +136,7 @@ def remembered(experiment: Any, name: str, compute: Callable[[], Any]) -> Any:
     return value
 
 
-def storable(experiment: Any) -> bool:
-    """Whether what is compiled for the experiment may be kept on disk: not for a file
-    task (its data shapes its programs) nor a task answered on the host (a program that
-    calls back into this process cannot be stored)."""
-    task = experiment.task
-    inner = getattr(task, "task", task)  # a task wrapped for index hints
-    return task.generated and not getattr(inner, "solved_on_host", False)
-
-
-def kept_path(experiment: Any, kind: str, name: str, suffix: str) -> Path:
+def kept_path(experiment: Keyed, kind: str, name: str, suffix: str) -> Path:
     """Where `remembered` or `stored_program` keeps `name` for the experiment: a digest of
     it, the experiment's config and vocabulary, jab's code and the libraries' versions."""
     import jax
@@ -131,7 +146,7 @@ def kept_path(experiment: Any, kind: str, name: str, suffix: str) -> Path:
         experiment.config.to_dict(),
         experiment.tokenizer.tokens,  # a run keeps its own vocabulary
         source_digest(),
-        getattr(experiment, "code_digest", ""),  # the user's own code, where it runs any
+        experiment.code_digest,  # the user's own code, where it runs any
         versions(),
         str(jax.config.jax_default_prng_impl),
     ]
@@ -167,7 +182,7 @@ def _on_event(event: str, **_: Any) -> None:
 
 
 def stored_program(
-    experiment: Any,
+    experiment: Keyed,
     name: str,
     lower: Callable[[], Any],
     options: dict | None = None,
@@ -202,7 +217,7 @@ def stored_program(
 
     options = options or {}
     compile_ = functools.partial(_compile, lower, options)
-    if not (caching and storable(experiment)):
+    if not (caching and experiment.storable):
         return compile_()
     device = jax.devices()[0]
     machine = (

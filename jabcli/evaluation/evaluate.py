@@ -17,7 +17,7 @@ from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
-from jabcli.model.experiment import Experiment
+from jabcli.experiment.experiment import Experiment
 from jabcli.tasks import sampling
 from jabcli.tasks.batch import Batch
 

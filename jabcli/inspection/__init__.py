@@ -1,3 +1,4 @@
 """Saved runs read back: what `jab runs` lists, with each run's state and damage
-(listing.py), and what `jab eval`, `compare`, `predict`, `show-attention` and `curves`
-compute on saved runs and groups of seeds, as values (inspection.py)."""
+(listing.py); a run or group of seeds loaded at a checkpoint, and what `jab eval`,
+`compare` and `predict` compute on it (inspection.py), `show-attention` (attention.py) and
+`curves` (curves.py), as values."""

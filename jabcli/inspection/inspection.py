@@ -1,5 +1,7 @@
-"""Looking at a trained run: what `jab eval`, `compare`, `predict` and `show-attention`
-compute. Every function returns values; the CLI decides how to show them."""
+"""Looking at a trained run: a run or group of seeds loaded at a checkpoint, and what `jab
+eval`, `compare` and `predict` compute on it (a group's evaluation folded over its seeds
+by `combine`). `show-attention`'s is attention.py's, `curves`' curves.py's. Every function
+returns values; the CLI decides how to show them."""
 
 from __future__ import annotations
 
@@ -13,28 +15,20 @@ from typing import Any
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
-from jabcli.core.errors import JabError, Note, suggest
+from jabcli.core.errors import JabError, Note
 from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
-from jabcli.core.tokenizer import EOS_ID, clean
+from jabcli.core.tokenizer import clean
 from jabcli.evaluation import layout
 from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
-from jabcli.model.experiment import Experiment
+from jabcli.experiment.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
 from jabcli.tasks import derived
-from jabcli.training import checkpoints
+from jabcli.training import checkpoints, manifest
 
 INSPECTION_STREAM = 4  # `jab eval` draws from its own stream, apart from training's (training.py)
 DECODE_KEY = 0  # `jab predict` and `show-attention` draw random positions and hints from it
-# What `jab show-attention` draws: attention, or a recurrent form's memory, whose columns
-# are the memory's cells (described here, for the picture's key).
-MEMORY_KINDS = {
-    "stack": "the stack's cells, 0 its top",
-    "tape": "the tape's cells, 0 under its head",
-}
-ATTENTION_KINDS = ("cross", "encoder", "decoder", *MEMORY_KINDS)
-SLOT_LABEL = "□"  # an empty answer slot of the encoder form (encoder_only.py)
 
 
 @dataclass
@@ -71,7 +65,7 @@ def load_run(run: Run, checkpoint: str, experiment: Experiment | None = None) ->
     checkpoint is checked against the config before the config is built, so an edited
     config is named as such."""
     saved = run.load_config()  # a config that does not read is no damaged checkpoint
-    found = checkpoints.repaired(run, note)
+    found = manifest.repaired(run, note)
     entry, arrays = checkpoints.chosen(run, found, checkpoint, note)
     experiment = experiment or Experiment.create(*saved)
     params = checkpoints.params_of(experiment, arrays, f"checkpoint {entry['file']} in {run.path}")
@@ -171,12 +165,10 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def spread(rows: list[Figures]) -> dict[str, Any]:
-        figures = {}
+    def over_seeds(rows: list[Figures]) -> dict[str, Any]:
+        figures: dict[str, Any] = {}
         for name in (name for name in FIGURES if name in rows[0]):
-            median, low, high = Spread.of(row[name] for row in rows)
-            figures[name] = float(median)
-            figures[f"{name}_range"] = [low, high]
+            figures.update(Spread.of(row[name] for row in rows).keyed(name))
         return figures
 
     first = results[0]
@@ -185,11 +177,11 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
         **first,
         "run": path,
         "step": min(r["step"] for r in results),
-        **spread(results),
+        **over_seeds(results),
         "per_length": {
             n: {
                 "samples": first["per_length"][n]["samples"],
-                **spread([r["per_length"][n] for r in results]),
+                **over_seeds([r["per_length"][n] for r in results]),
             }
             for n in sorted(lengths)
         },
@@ -279,175 +271,3 @@ def random_input(loaded: Loaded) -> str:
     t = loaded.experiment.config.task
     batch = draw_held_out(loaded.experiment, evaluation_key(seed), 1, t.min_len, t.max_len)
     return loaded.experiment.tokenizer.decode(np.asarray(jax.device_get(batch.src[0])))
-
-
-@dataclass
-class AttentionMap:
-    """One kind of attention while answering an input: weights [layers, heads, rows,
-    cols], with the tokens labelling rows (queries) and columns (keys)."""
-
-    kind: str
-    input: str
-    answer: str
-    expected: str | None
-    weights: np.ndarray
-    rows: list[str]
-    cols: list[str]
-    # For a recurrent form's memory (kind "stack" or "tape"): what its columns are.
-    memory: str | None = None
-
-
-def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> AttentionMap:
-    """Decode `text` (default: a random held-out input) and return the `kind` attention
-    ("cross", "encoder" or "decoder"; default: the form's first, cross for the
-    encoder-decoder) of the pass that produced the answer. A decoder-only model's
-    "decoder" attention is over the input, then the answer. A Stack-RNN's or Tape-RNN's
-    "stack" or "tape" is its memory instead (`one_pass_picture`)."""
-    from jabcli.evaluation.decode import attention_weights
-
-    experiment = loaded.experiment
-    form = experiment.form
-    if not form.attention:
-        raise JabError(f"a model.arch={form.name} run has no attention and no memory to draw")
-    kind = kind or form.attention[0]
-    if kind not in ATTENTION_KINDS:
-        raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
-    if kind not in form.attention:
-        missing = kind if kind in MEMORY_KINDS else f"{kind} attention"
-        raise JabError(
-            f"a model.arch={form.name} run has no {missing}: it has "
-            f"{', '.join(form.attention)} (--kind {form.attention[0]})"
-        )
-    text = clean(text) if text is not None else random_input(loaded)
-    src = encode_inputs(loaded, [text])
-    outputs, (src_positions, tgt_positions) = decode_batch(loaded, src)
-    out = outputs[0]
-    produced = layout.produced(out)
-    if experiment.one_pass:
-        return one_pass_picture(
-            loaded, kind, text, src, out, produced, src_positions, tgt_positions
-        )
-    tgt_in = layout.decoder_input(produced)
-    # The positions decoding read, so the picture shows the computation that answered.
-    weights = attention_weights(
-        experiment, loaded.params, src, tgt_in, src_positions, tgt_positions[:, : tgt_in.shape[1]]
-    )
-    tokens = experiment.tokenizer.tokens
-    src_labels = [tokens[i] for i in src[0]]
-    out_labels = [tokens[i] for i in produced]
-    in_labels = [tokens[i] for i in tgt_in[0]]
-    if form.prefixed:  # one causal sequence: the input's tokens, then the answer's
-        out_labels, in_labels = src_labels + out_labels, src_labels + in_labels
-    matrices, rows, cols = {
-        "cross": (weights.cross, out_labels, src_labels),
-        "decoder": (weights.decoder, out_labels, in_labels),
-        "encoder": (weights.encoder, src_labels, src_labels),
-    }[kind]
-    return AttentionMap(
-        kind=kind,
-        input=text,
-        answer=experiment.tokenizer.decode(out),
-        expected=experiment.task.solve(text),
-        weights=np.asarray(matrices)[:, 0],
-        rows=rows,
-        cols=cols,
-    )
-
-
-def one_pass_picture(
-    loaded: Loaded,
-    kind: str,
-    text: str,
-    src: np.ndarray,
-    out: np.ndarray,
-    produced: np.ndarray,
-    src_positions,
-    tgt_positions,
-) -> AttentionMap:
-    """The one pass that answered `text` (source `src` [1, S], answer `out`, `produced` up
-    to its <eos>), over the input and every answer slot: rows are the tokens read, the
-    slots labelled SLOT_LABEL with the token each wrote. The encoder form's self-attention
-    (queries and keys), or a Stack-RNN's or Tape-RNN's memory (`kind` "stack" or "tape"),
-    drawn as attention is, one layer of one head: after each token read, the size
-    (Euclidean norm) of each cell's vector, the largest 1 (columns: the cells, numbered by
-    their last two digits; the trailing cells no step wrote, left out)."""
-    from jabcli.evaluation.decode import attention_weights
-    from jabcli.model.encoder_only import answer_slots
-
-    experiment = loaded.experiment
-    slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
-    seen = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
-    count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
-    tokens = experiment.tokenizer.tokens
-    written = ["$" if i == EOS_ID else tokens[i] for i in produced]
-    rows = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
-    rows += [SLOT_LABEL] * (count - len(rows))
-    answered = {
-        "input": text,
-        "answer": experiment.tokenizer.decode(out),
-        "expected": experiment.task.solve(text),
-        "rows": rows,
-    }
-    if kind in MEMORY_KINDS:
-        sizes = np.linalg.norm(np.asarray(seen.cells, np.float64)[0, :count], axis=-1)  # [N, M]
-        written_cells = np.flatnonzero(sizes.max(axis=0) > 0)
-        sizes = sizes[:, : written_cells[-1] + 1 if len(written_cells) else 1]
-        return AttentionMap(
-            kind=kind,
-            weights=(sizes / max(sizes.max(), 1e-30))[None, None],
-            cols=[str(cell % 100) for cell in range(sizes.shape[1])],
-            memory=MEMORY_KINDS[kind],
-            **answered,
-        )
-    return AttentionMap(
-        kind="encoder",
-        weights=np.asarray(seen.encoder)[:, 0, :, :count, :count],
-        cols=rows[: src.shape[1]] + [SLOT_LABEL] * (count - src.shape[1]),
-        **answered,
-    )
-
-
-METRICS = ("loss", "token_acc", "seq_acc", "eval_token_acc", "eval_seq_acc", "lr", "grad_norm")
-
-
-@dataclass
-class Curve:
-    """One metric of a run over its steps; of a group of seeds, the median at each step
-    with the min and max as a band (`low`, `high`; None for one run)."""
-
-    name: str
-    metric: str
-    steps: list[int]
-    values: list[float]
-    low: list[float] | None = None
-    high: list[float] | None = None
-
-
-def curve(path: Path | None, metric: str) -> Curve:
-    """`metric` as recorded in metrics.jsonl by a run, or by every seed of a group (at the
-    steps every seed has)."""
-    if metric not in METRICS:
-        raise JabError(
-            f"unknown metric {metric!r}{suggest(metric, METRICS)}; one of: {', '.join(METRICS)}"
-        )
-    path, seeds = runs.open_runs(path)
-    series = [
-        {r["step"]: r[metric] for r in run.read_metrics() if r.get(metric) is not None}
-        for run in seeds
-    ]
-    steps = sorted(set.intersection(*(set(one) for one in series)))
-    if not steps:
-        kind = "no held-out evaluation" if metric.startswith("eval") else "no metrics"
-        raise JabError(f"{path} has {kind} yet (nothing to draw for {metric})")
-    values = np.array([[one[step] for step in steps] for one in series])
-    name = str(path)
-    if len(seeds) == 1:
-        return Curve(name, metric, steps, values[0].tolist())
-    return Curve(
-        f"{name} (median of {len(seeds)} seeds)",
-        metric,
-        steps,
-        np.median(values, axis=0).tolist(),
-        values.min(axis=0).tolist(),
-        values.max(axis=0).tolist(),
-    )

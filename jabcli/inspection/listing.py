@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 from jabcli.core.errors import JabError
 from jabcli.core.settings import short_name
 from jabcli.runs.runs import GROUP_FILE, RUNS_DIR, STUDY_FILE, Mismatch, Run, runs_in
-from jabcli.training import checkpoints
+from jabcli.training import checkpoints, manifest
 
 STATES = ("running", "interrupted", "no checkpoint", "finished", "target reached")
 
@@ -43,8 +43,8 @@ def summary(run: Run) -> RunRow:
     cfg, _ = run.load_config()
     records = run.read_metrics()
     try:
-        found = checkpoints.manifest(run)
-    except checkpoints.ManifestDamaged as err:
+        found = manifest.manifest(run)
+    except manifest.ManifestDamaged as err:
         raise JabError(
             f"{err}; loading the run (jab eval, predict, resume) rebuilds it from its "
             "checkpoint files"
@@ -84,8 +84,8 @@ def summary(run: Run) -> RunRow:
 
 
 def newest_damage(
-    run: Run, found: checkpoints.Manifest
-) -> tuple[str, checkpoints.CheckpointEntry | None] | None:
+    run: Run, found: manifest.Manifest
+) -> tuple[str, manifest.CheckpointEntry | None] | None:
     """What is wrong with the newest checkpoint of `run` (listed in `found`, its
     manifest), checked as loading it would, and the checkpoint commands use instead (None:
     none); None when nothing is wrong."""

@@ -1,4 +1,5 @@
-"""What a run is, built from its config: positional schemes (positions.py), the Haiku
-Transformer (model.py), the encoder-only form (encoder_only.py), the recurrent forms
-(recurrent.py), and `Experiment`, the config with its task, tokenizer, scheme and model
-built and checked once (experiment.py)."""
+"""The models: what a model form is to the rest of jab (contract.py) and the forms by name
+(registry.py); positional schemes (positions.py); the Haiku encoder-decoder Transformer
+(model.py), the encoder alone (encoder_only.py), the decoder alone (decoder_only.py) and
+the recurrent baselines (recurrent.py). What a run is, its config with the task and model
+built from it, is the experiment layer's (jabcli/experiment/)."""

@@ -1,5 +1,6 @@
 """Run folders: config, metrics, the lock and groups of seeds, written so that no run is
-ever lost (the checkpoints/ folder is `checkpoints.py`'s; `jab runs` is `listing.py`).
+ever lost (the checkpoints/ folder is `checkpoints.py`'s; `jab runs` is `listing.py`; a
+new folder is claimed by claim.py's `Claim`; metrics.jsonl is read back by metrics.py).
 
     runs/<task>-<timestamp>/
         config.yaml          the resolved config, with the vocabulary and format version
@@ -29,7 +30,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from jabcli.core.settings import FILE_PREFIX, Config, data_path, short_name
 from jabcli.core.tokenizer import Tokenizer
 from jabcli.runs.code_copies import changed_since, in_code, keep_code, kept
 from jabcli.runs.files import atomic_write, describe
+from jabcli.runs.metrics import metrics_lines
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
@@ -414,97 +415,3 @@ class Run:
             with contextlib.suppress(OSError):
                 path.unlink()
             os.close(fd)
-
-
-class Claim:
-    """New run folders claimed by this process, until the claim ends. Each is locked
-    before anything is written in it and must then hold nothing but its lock, so of two
-    `jab train` started together into one folder, one trains and the other is refused
-    having written nothing; and `discard` removes only what this process made."""
-
-    def __init__(self) -> None:
-        self.locks = contextlib.ExitStack()
-        self.folders: list[Path] = []  # claimed, outermost first
-        self.made: list[Path] = []  # created by this process, outermost first
-        self.discarded = False
-
-    def __enter__(self) -> Claim:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.locks.close()
-        if self.discarded:
-            for folder in reversed(self.made):
-                with contextlib.suppress(OSError):  # not empty: another process's since
-                    folder.rmdir()
-
-    def folder(self, path: Path, made: bool = False) -> Path:
-        """Claim `path`, creating it if it is missing (`made`: the caller just did)."""
-        if made:
-            self.made.append(path)
-        else:
-            try:
-                path.mkdir(parents=True)
-                self.made.append(path)
-            except FileExistsError:
-                if not path.is_dir():
-                    raise JabError(
-                        f"{path} is a file; choose another --out (a new or empty folder)"
-                    ) from None
-            except OSError as err:
-                raise JabError(f"could not create run folder {path}: {describe(err)}") from None
-        self.locks.enter_context(Run(path).lock())
-        if any(entry.name != ".lock" for entry in path.iterdir()):
-            raise JabError(
-                f"{path} already exists and is not an empty folder; choose another --out"
-            )
-        self.folders.append(path)
-        return path
-
-    def discard(self) -> None:
-        """Remove what was written in the claimed folders but their locks; once the claim
-        ends (their locks released), the folders this process made too, if still empty."""
-        for folder in reversed(self.folders):
-            for entry in folder.iterdir():
-                if entry.name == ".lock" or entry in self.folders:
-                    continue
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        entry.unlink()
-        self.discarded = True
-
-
-def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:
-    """The records of a metrics.jsonl file and its unreadable lines, except a torn last
-    one: a kill can cut only the line being appended, which then lacks its newline."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return [], []
-    except OSError as err:
-        raise JabError(f"could not read {path}: {describe(err)}") from None
-    lines = data.split(b"\n")
-    torn = lines.pop()  # b"" when the file ends with a newline, as it should
-    records, rejected = [], []
-    for line in lines:
-        record = metrics_record(line)
-        if record is not None:
-            records.append(record)
-        elif line.strip():
-            rejected.append(line)
-    last = metrics_record(torn)  # kept when whole: only its newline was lost
-    if last is not None:
-        records.append(last)
-    return records, rejected
-
-
-def metrics_record(line: bytes) -> dict[str, Any] | None:
-    """One metrics record, or None when the line is not one."""
-    try:
-        record = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    is_step = isinstance(record, dict) and type(record.get("step")) is int
-    return record if is_step else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from jabcli.core.errors import JabError
 from jabcli.core.spread import Spread
-from jabcli.studies import studies
+from jabcli.studies import studies, study_folder
 
 
 class CellObserver:
@@ -59,10 +59,10 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     from jabcli.training import session
 
     runtime.configure()
-    record = studies.recorded(out)
+    record = study_folder.recorded(out)
     cell = next((c for c in record["cells"] if c.get("folder") == folder), None)
     if cell is None:
-        raise JabError(f"{out}/{studies.STUDY_FILE} has no cell {folder!r}")
+        raise JabError(f"{out}/{study_folder.STUDY_FILE} has no cell {folder!r}")
     path = out / folder
     _, seeds = runs.open_runs(path)
     steps = cell["steps"]  # the study's, which may have grown or shrunk since it started
@@ -76,7 +76,7 @@ def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
     _, loaded = inspection.load_runs(path, "latest")
     experiment = loaded[0].experiment
     low = max(evaluate["lengths"][0], experiment.task.min_length)
-    high = evaluate["lengths"][1]  # every cell's model takes it (`studies.check`)
+    high = evaluate["lengths"][1]  # every cell's model takes it (`specs.check`)
     held_out = HeldOut(
         evaluate["samples"],
         low,

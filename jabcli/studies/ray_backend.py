@@ -25,7 +25,7 @@ from typing import Any
 
 from jabcli.core import devices
 from jabcli.core.errors import JabError, install
-from jabcli.studies import studies
+from jabcli.studies import studies, study_folder
 from jabcli.studies.local import INTERRUPTED, died, last_line, launch, log_path
 from jabcli.studies.studies import Cell
 
@@ -125,7 +125,7 @@ class RayCells:
 
         # The user's code in the cell is sent only if trusted here: the node trusts its driver.
         user_code.check_folder(self.out / cell.folder)
-        record = (self.out / studies.STUDY_FILE).read_bytes()
+        record = (self.out / study_folder.STUDY_FILE).read_bytes()
         ref = self.task.remote(
             record, cell.folder, archive(self.out / cell.folder), self.coordinator
         )
@@ -253,7 +253,7 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
         return INTERRUPTED[0], b"", b"", ""
     with tempfile.TemporaryDirectory(prefix="jab-cell-") as tmp:
         out = Path(tmp)
-        (out / studies.STUDY_FILE).write_bytes(record)
+        (out / study_folder.STUDY_FILE).write_bytes(record)
         unpack(data, out)
         gpus = ray.get_runtime_context().get_assigned_resources().get("GPU", 0.0)
         env = devices.cell_environment(gpus)  # (which GPUs it sees: Ray's CUDA_VISIBLE_DEVICES)

@@ -28,7 +28,7 @@ A study file (YAML) names a base, the cells, the seeds and the evaluation:
 
 `read` turns the file into a `Study` (studies.py) of `Cell`s: a grid's every combination
 and the rows, each with its task and config keys; their configs are checked when the
-cells are built (`studies.check`).
+cells are built (`specs.check`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 
 from jabcli.core import devices
 from jabcli.core.errors import JabError
-from jabcli.studies import studies
+from jabcli.studies import specs, study_folder
 from jabcli.studies.local import INTERRUPTED, LocalCells, died
 from jabcli.studies.ray_backend import RayCells, restore
 from jabcli.studies.studies import Cell, Study
@@ -94,10 +94,10 @@ def run(
         if ray_address is not None
         else LocalCells(workers or default_workers())
     )
-    experiments = studies.check(study)
+    experiments = specs.check(study)
     for cell in study.cells if out.is_dir() else []:
         restore(out / cell.folder)
-    plan = studies.check_folder(study, out)
+    plan = study_folder.check_folder(study, out)
     failed = plan.failed
     summary = Summary(out)
     by_folder = {cell.folder: cell for cell in study.cells}
@@ -105,7 +105,7 @@ def run(
     todo: list[Cell] = []
     try:
         with stop, backend.open(out) as cells:
-            todo = [cell for cell in study.cells if studies.evaluation_of(out, cell) is None]
+            todo = [cell for cell in study.cells if study_folder.evaluation_of(out, cell) is None]
             observer.begin(study, out, todo, backend.describe())
             for folder, changes in plan.kept.items():
                 observer.note(f"{by_folder[folder].name}: {changes}")
@@ -135,7 +135,7 @@ def run(
                 for folder, code, error in cells.ended():
                     running.discard(folder)
                     cell = by_folder[folder]
-                    evaluation = studies.evaluation_of(out, cell) if code == 0 else None
+                    evaluation = study_folder.evaluation_of(out, cell) if code == 0 else None
                     if evaluation is not None:
                         failed.pop(folder, None)
                         summary.measured.append(cell)
@@ -147,7 +147,7 @@ def run(
                         failed[folder] = error or died(code)
                         summary.failed[cell.name] = failed[folder]
                         observer.failed(cell, failed[folder])
-                    studies.record(study, out, failed)
+                    study_folder.record(study, out, failed)
                 if not cells.running() and (stop.signum or not todo):
                     break
     finally:
@@ -158,7 +158,7 @@ def run(
     return summary
 
 
-def prepare(study: Study, out: Path, experiments, plan: studies.FolderPlan, summary) -> None:
+def prepare(study: Study, out: Path, experiments, plan: study_folder.FolderPlan, summary) -> None:
     """Write study.json and create the run folder of every cell that has none (as `jab
     train` would, untrained), or whose training settings changed before it was measured;
     the cells measured already go into `summary`."""
@@ -167,11 +167,11 @@ def prepare(study: Study, out: Path, experiments, plan: studies.FolderPlan, summ
     out.mkdir(parents=True, exist_ok=True)
     for folder in plan.restart:  # an unmeasured cell the file now trains otherwise
         shutil.rmtree(out / folder)
-    studies.record(study, out, plan.failed)
+    study_folder.record(study, out, plan.failed)
     for cell, experiment in zip(study.cells, experiments):
         if not (out / cell.folder).exists():
             session.create(experiment, out / cell.folder)
-    summary.measured += [c for c in study.cells if studies.evaluation_of(out, c) is not None]
+    summary.measured += [c for c in study.cells if study_folder.evaluation_of(out, c) is not None]
 
 
 class Stop:

@@ -9,7 +9,7 @@ the first is that one delivered twice, not a second: `timeout -s INT` signals ja
 its process group, jab again. A new run that fails before its first checkpoint is
 removed, so runs/ never holds a run that cannot be evaluated or resumed; a run killed
 before its first checkpoint resumes from step 0. A new run's folders are claimed (locked)
-before anything is written in them (`runs.Claim`): a `jab train` refused a folder another
+before anything is written in them (`Claim`): a `jab train` refused a folder another
 is training into removes nothing of it.
 """
 
@@ -26,16 +26,18 @@ from typing import TYPE_CHECKING, Any
 from jabcli.core import runtime
 from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError, Note
+from jabcli.core.spread import every_seed
 from jabcli.runs import runs
+from jabcli.runs.claim import Claim
 from jabcli.runs.loggers import Logs
 from jabcli.runs.runs import Run
-from jabcli.training import checkpoints
+from jabcli.training import checkpoints, manifest
+from jabcli.training.trained import Trained
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from jabcli.model.experiment import Experiment
-    from jabcli.training.training import HeldOutResult
+    from jabcli.experiment.experiment import Experiment
 
 # A signal that comes again within this many seconds of the first is the first delivered
 # twice (`timeout -s INT` sends it to jab, then to jab's process group, within
@@ -104,29 +106,14 @@ class Observer:
 
 
 @dataclass
-class Outcome:
-    """How a training session ended; whether the target was reached is the Trainer's
-    word (`Trained.at_target`), read here, never worked out again."""
+class Outcome(Trained):
+    """How a training session ended: what the Trainer did (`Trained`, whose word on the
+    target is read here, never worked out again), and where and why it stopped."""
 
     path: Path  # the run, or the group of seeds
     runs: list[Run]  # one per seed
-    step: int
-    start_step: int
-    elapsed_s: float
-    last_eval: list[HeldOutResult]  # one per seed; empty if never evaluated
-    at_target: list[bool]  # one per seed evaluated: it reached train.target_seq_acc
     target_seq_acc: float
     interrupted_by: int | None = None  # SIGINT or SIGTERM, when one stopped training
-
-    @property
-    def reached(self) -> int:
-        """How many seeds reached the target."""
-        return sum(self.at_target)
-
-    @property
-    def reached_target(self) -> bool:
-        """Every seed reached the target."""
-        return bool(self.at_target) and all(self.at_target)
 
 
 def stopping_line(signum: int, *, cells: bool = False) -> str:
@@ -198,7 +185,7 @@ def start(
     check(experiment)
     observer = observer or Observer()
     # A Ctrl-C while the folder is made stops training at step 0.
-    with StopRequest(getattr(observer, "stopping", None)) as stop, runs.Claim() as claim:
+    with StopRequest(getattr(observer, "stopping", None)) as stop, Claim() as claim:
         path, created = create(experiment, out, claim)
         return _train(path, created, experiment, None, observer, stop, claim)
 
@@ -212,7 +199,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
         run.check_not_running()
     cfg, tokenizer, saved_steps = runs.group_config(path, seeds)
     cfg.train.steps = max(saved_steps) if steps is None else steps
-    from jabcli.model.experiment import Experiment
+    from jabcli.experiment.experiment import Experiment
 
     experiment = Experiment.create(cfg, tokenizer)
     observer = observer or Observer()
@@ -232,7 +219,7 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
                 reached = f"{path} is already at step {step}, and --steps {steps} is not beyond it"
             raise JabError(f"{reached}; pass a larger --steps to continue")
         # Training stopped there with the target reached: a plain resume would only stop.
-        if steps is None and all(run.at_target(step) for run in seeds):
+        if steps is None and every_seed([run.at_target(step) for run in seeds]):
             raise JabError(
                 f"{path} stopped at step {step}, where its held-out exact match reached "
                 f"its target ({100 * cfg.train.target_seq_acc:g}%): nothing to resume"
@@ -250,20 +237,20 @@ def resume(path: Path | None, steps: int | None, observer: Observer | None = Non
 def trained_enough(run: Run, steps: int) -> bool:
     """Whether `run` needs no more training towards `steps`: its newest checkpoint is at
     `steps` or past it, or training stopped there with the target reached."""
-    listed = checkpoints.entries(run)
+    listed = manifest.entries(run)
     step = listed[-1]["step"] if listed else 0
     return step >= steps or (bool(listed) and run.at_target(step))
 
 
 def create(
-    experiment: Experiment, out: Path | None, claim: runs.Claim | None = None
+    experiment: Experiment, out: Path | None, claim: Claim | None = None
 ) -> tuple[Path, list[Run]]:
     """A new run folder with its config, or a group folder with one run per seed, not
     trained yet (`resume` trains it from step 0), held by `claim` until it ends (by
     default, until this returns); on failure, nothing this process made is left behind,
     and nothing another process made is touched."""
     if claim is None:
-        with runs.Claim() as claim:
+        with Claim() as claim:
             return create(experiment, out, claim)
     cfg = experiment.config
     try:
@@ -296,7 +283,7 @@ def _train(
     resumed: tuple[int, list[Any] | None] | None,
     observer: Observer,
     stop: StopRequest,
-    claim: runs.Claim | None = None,
+    claim: Claim | None = None,
 ) -> Outcome:
     """Train until done, early-stopped or interrupted, checkpointing along the way, the
     seeds' locks held by the caller; `resumed` is the step and the seeds' states to
@@ -316,7 +303,7 @@ def _train(
         return _loop(path, seeds, experiment, states, observer, stop)
     except BaseException as err:
         try:
-            saved = [checkpoints.entries(run) for run in seeds]
+            saved = [manifest.entries(run) for run in seeds]
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
         removed = claim is not None and saved is not None and not any(saved)
@@ -395,13 +382,9 @@ def _loop(
     if saved_step != outcome.step:
         save()
     ended = Outcome(
+        **vars(outcome),  # the Trainer's `Trained`, as it is
         path=path,
         runs=seeds,
-        step=outcome.step,
-        start_step=outcome.start_step,
-        elapsed_s=outcome.elapsed_s,
-        last_eval=outcome.last_eval,
-        at_target=outcome.at_target,
         target_seq_acc=tr.target_seq_acc,
         interrupted_by=stop.signum,
     )

@@ -29,7 +29,7 @@ from jabcli.core.errors import JabError
 from jabcli.core.settings import TrainConfig
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
-from jabcli.model.experiment import Experiment, build_model
+from jabcli.experiment.experiment import Experiment, build_model
 from jabcli.model.positions import shapes_only
 from jabcli.tasks import derived, host_answers, sampling
 from jabcli.training import packing
