@@ -72,7 +72,7 @@ def test_the_figure_is_the_default_devices_own():
 def test_every_matmul_of_a_training_step_is_float32_on_every_device():
     """jab's choice, on a GPU too, where JAX's default would round a float32 matmul's
     inputs to TensorFloat-32: every dot of the lowered step (what a GPU compiles) says so."""
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
     from jabcli.training.training import Schedule, state_shapes, update
 
     assert jax.config.jax_default_matmul_precision == devices.MATMUL_PRECISION == "float32"

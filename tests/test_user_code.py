@@ -472,7 +472,7 @@ def test_a_users_alignment_that_lines_up_with_nothing_in_the_input_is_named(tmp_
     (tmp_path / "ends.py").write_text(
         code.replace("steps == 0, lengths,", "steps == 0, lengths - 1,")
     )
-    from jabcli.model.experiment import resolve
+    from jabcli.experiment.resolve import resolve
 
     monkeypatch.chdir(tmp_path)
     assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted

@@ -1,14 +1,34 @@
-"""The one exception type for mistakes a user can make and fix, and how to word them;
-the one warning for what jab did in the user's stead (`Note`)."""
+"""The one exception type for mistakes a user can make and fix (and its kind for an
+exception raised inside the user's own code), and how to word them; the one warning for
+what jab did in the user's stead (`Note`)."""
 
 from __future__ import annotations
 
 import difflib
+import os
+import traceback
 from collections.abc import Iterable
 
 
 class JabError(Exception):
     """A user-facing error: the CLI prints its message as one line and exits with 2."""
+
+
+class UserCodeError(JabError):
+    """An exception raised inside the user's own code: shown with the user's frames of its
+    traceback (what they need to fix it), not as one line."""
+
+    def __init__(self, what: str, err: BaseException, files: set[str]) -> None:
+        files = {os.path.abspath(file) for file in files}
+        frames = [
+            frame
+            for frame in traceback.extract_tb(err.__traceback__)
+            if os.path.abspath(frame.filename) in files
+        ]
+        lines = "".join(traceback.format_list(frames))
+        kind = "".join(traceback.format_exception_only(type(err), err)).strip()
+        super().__init__(f"{what} raised {kind}")
+        self.shown = f"Traceback (your code):\n{lines}{kind}\n"
 
 
 class Note(UserWarning):

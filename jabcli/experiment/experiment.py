@@ -22,7 +22,7 @@ from jabcli.core.tokenizer import DATA_CHARS, HINTS, Tokenizer
 from jabcli.model.contract import Form, ModelFns
 from jabcli.model.positions import PositionalScheme
 from jabcli.model.registry import get_form
-from jabcli.tasks import derived, sampling, user_code
+from jabcli.tasks import derived, host_answers, sampling, user_code
 from jabcli.tasks.batch import Batch
 from jabcli.tasks.contract import Task
 from jabcli.tasks.datafile import DataFile, FileTask
@@ -67,8 +67,7 @@ class Experiment:
         """Whether what is compiled for it may be kept on disk (core/runtime.py): not for a
         file task (its data shapes its programs) nor a task answered on the host (a
         program that calls back into this process cannot be stored)."""
-        inner = self.task.task if isinstance(self.task, Hinted) else self.task
-        return self.task.generated and not getattr(inner, "solved_on_host", False)
+        return self.task.generated and not host_answers.answered_on_host(self.task)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Experiment) and self._identity == other._identity

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from jabcli.core.errors import UserCodeError
 from jabcli.core.runtime import Lazy
 from jabcli.tasks.contract import Task
 
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     import jax
     import jax.numpy as jnp
     import numpy as np
-
-    from jabcli.tasks.user_code import UserCodeError
 else:
     jax, jnp, np = Lazy("jax"), Lazy("jax.numpy"), Lazy("numpy")
 
@@ -119,8 +118,6 @@ def solve_rows(task: Task, tokens: Any, lengths: Any, width: int) -> tuple[Any, 
         try:
             solved = task.solve(text) or ""
         except Exception as err:  # JAX passes on only its text: keep it whole for jab
-            from jabcli.tasks.user_code import UserCodeError
-
             files = {getattr(sys.modules.get(type(task).__module__), "__file__", None) or ""}
             ANSWERS.failed = UserCodeError(f"{task.name}'s solve({text!r})", err, files)
             raise

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jabcli.core.errors import JabError, Note
+from jabcli.core.errors import JabError, Note, UserCodeError
 from jabcli.core.runtime import cache_dir
 from jabcli.tasks import host_answers
 from jabcli.tasks.contract import Task
@@ -47,23 +47,6 @@ KEPT = {
 }
 CODE_FILE = KEPT["task.name"]
 TRUSTED = "trusted-code"  # digests of the code this machine's jab ran, one a line
-
-
-class UserCodeError(JabError):
-    """An exception raised inside the user's own code: shown with the user's frames of its
-    traceback (what they need to fix it), not as one line."""
-
-    def __init__(self, what: str, err: BaseException, files: set[str]) -> None:
-        files = {os.path.abspath(file) for file in files}
-        frames = [
-            frame
-            for frame in traceback.extract_tb(err.__traceback__)
-            if os.path.abspath(frame.filename) in files
-        ]
-        lines = "".join(traceback.format_list(frames))
-        kind = "".join(traceback.format_exception_only(type(err), err)).strip()
-        super().__init__(f"{what} raised {kind}")
-        self.shown = f"Traceback (your code):\n{lines}{kind}\n"
 
 
 def digest(data: bytes) -> str:
