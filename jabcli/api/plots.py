@@ -8,11 +8,15 @@ The terminal draws its own pictures (cli/pictures.py); these never need a termin
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jabcli.api.formatting import metric_name, model_words, run_labels
 from jabcli.core.errors import JabError, install
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 FORMATS = ("svg", "png")
 INSTALL = install("plots")
@@ -70,7 +74,7 @@ def figure(plot: Plot, fmt: str = "svg"):
         )
     except ImportError:
         raise MissingExtra(f"a {fmt.upper()} picture needs matplotlib: {INSTALL}") from None
-    style = {
+    style: dict[RcKeyType, Any] = {
         "figure.facecolor": "white",  # opaque: readable on a light page and a dark one
         "axes.facecolor": "white",
         "axes.spines.top": False,
@@ -116,7 +120,9 @@ def figure(plot: Plot, fmt: str = "svg"):
             axes.set_yscale("log")
             values = [v for c in plot.curves for v in (*c.values, *(c.low or ()), *(c.high or ()))]
             if max(values) < 100 * min(values):  # within two decades: 0.6 and 4, not 6x10^-1
-                subs = "all" if max(values) < 10 * min(values) else (1.0, 2.0, 5.0)
+                subs: Literal["all"] | tuple[float, ...] = (
+                    "all" if max(values) < 10 * min(values) else (1.0, 2.0, 5.0)
+                )
                 axes.yaxis.set_major_locator(LogLocator(subs=subs))
                 axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
                 axes.yaxis.set_minor_formatter(NullFormatter())
@@ -135,7 +141,7 @@ def save(plot: Plot, path) -> None:
     atomic_write(path, picture(plot, path.suffix.lower().lstrip(".")))
 
 
-def study_plot(results: dict[str, Any]) -> Plot:
+def study_plot(results: Mapping[str, Any]) -> Plot:
     """A study's exact match against input length (`jab study show`): a line per
     measured cell with its seeds' band, the training lengths marked."""
     from jabcli.inspection.curves import Curve

@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 import warnings
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -88,11 +88,13 @@ study_app.command("show", cls=Command)(study_commands.study_show_command)
 
 
 @functools.cache
-def click_command() -> typer.core.TyperGroup:
+def click_command() -> Group:
     """The Click command Typer builds from `app`, once a process: building it reads every
     command's signature (20 ms), which a process that runs many commands, as the tests
     do, would otherwise pay at each."""
-    return typer.main.get_command(app)
+    built = typer.main.get_command(app)
+    assert isinstance(built, Group)  # `app` is made with cls=Group
+    return built
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,6 +170,6 @@ def notes_on_stderr():
         yield
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     print(f"jab: error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)

@@ -33,7 +33,9 @@ from rich.text import Text
 
 from jabcli.cli.pipes import QuietStdout
 
-console = Console(file=QuietStdout())
+# Rich asks for a typing.IO, a class that io.TextIOBase is not: it writes, flushes and asks
+# isatty, fileno and encoding, which QuietStdout has.
+console = Console(file=QuietStdout())  # type: ignore[arg-type]
 
 
 def say(line: str) -> None:

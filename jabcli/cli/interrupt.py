@@ -8,11 +8,12 @@ became of the run.
 import os
 import signal
 import sys
+from typing import NoReturn
 
 INTERRUPTED = 128 + signal.SIGINT
 
 
-def interrupted(said: str = "") -> None:
+def interrupted(said: str = "") -> NoReturn:
     """Say so in one line and exit 130 at once: not through sys.exit, whose exit handlers
     would wait for (or crash on) a computation still running. `said`: what became of
     the run."""

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.models import ArgumentInfo, OptionInfo
 
 from jabcli.core.errors import JabError, install
 
@@ -102,18 +104,17 @@ STEPS_MAX = 10**9  # as settings.STEPS_MAX, which `jab --help` need not import
 SAMPLES_PER_LENGTH = 200  # as config.SAMPLES_PER_LENGTH, which `jab --help` need not import
 
 
-def run_option(help: str):
-    """--run DIR: a run folder, completed by the shell."""
-    return Annotated[
-        Path | None,
-        typer.Option(
-            "--run", metavar="DIR", callback=runs_given, autocompletion=complete_run, help=help
-        ),
-    ]
+def run_option(help: str) -> OptionInfo:
+    """--run DIR: a run folder, completed by the shell (`Annotated[Path | None, ...]`)."""
+    return typer.Option(
+        "--run", metavar="DIR", callback=runs_given, autocompletion=complete_run, help=help
+    )
 
 
-RunOption = run_option("Run folder (default: the newest under runs/).")
-GroupRunOption = run_option("Run folder or group of seeds (default: the newest under runs/).")
+RunOption = Annotated[Path | None, run_option("Run folder (default: the newest under runs/).")]
+GroupRunOption = Annotated[
+    Path | None, run_option("Run folder or group of seeds (default: the newest under runs/).")
+]
 CheckpointOption = Annotated[
     str,
     typer.Option(
@@ -166,49 +167,42 @@ LengthsOption = Annotated[
 ]
 
 
-def run_argument(help: str):
+def run_argument(help: str) -> ArgumentInfo:
     """[RUN]: the run a command that also takes --run may take as its argument, as `jab
-    resume RUN` and `jab compare RUN...` do."""
-    return Annotated[
-        Path | None,
-        typer.Argument(
-            metavar="RUN",
-            callback=runs_given,
-            autocompletion=complete_run,
-            help=f"{help} (the same as --run)",
-            show_default=False,
-        ),
-    ]
+    resume RUN` and `jab compare RUN...` do (`Annotated[Path | None, ...]`)."""
+    return typer.Argument(
+        metavar="RUN",
+        callback=runs_given,
+        autocompletion=complete_run,
+        help=f"{help} (the same as --run)",
+        show_default=False,
+    )
 
 
-def RunsArgument(help: str, callback=runs_given):
+def runs_argument(help: str, callback: Callable[[Any], Any] = runs_given) -> ArgumentInfo:
     """RUN... arguments: run folders or groups of seeds (`callback` checks them), completed
-    by the shell; or given as --run (`RunsOption`, `all_runs`), as other commands take one."""
-    return Annotated[
-        list[Path] | None,
-        typer.Argument(
-            metavar="RUN...",
-            callback=callback,
-            autocompletion=complete_run,
-            help=help,
-            show_default=False,
-        ),
-    ]
+    by the shell; or given as --run (`runs_option`, `all_runs`), as other commands take
+    one (`Annotated[list[Path] | None, ...]`)."""
+    return typer.Argument(
+        metavar="RUN...",
+        callback=callback,
+        autocompletion=complete_run,
+        help=help,
+        show_default=False,
+    )
 
 
-def RunsOption(callback=runs_given):
-    """--run DIR, repeatable: the RUN... arguments given as eval and predict take a run."""
-    return Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--run",
-            metavar="DIR",
-            callback=callback,
-            autocompletion=complete_run,
-            help="A run, as RUN... (repeatable).",
-            show_default=False,
-        ),
-    ]
+def runs_option(callback: Callable[[Any], Any] = runs_given) -> OptionInfo:
+    """--run DIR, repeatable: the RUN... arguments given as eval and predict take a run
+    (`Annotated[list[Path] | None, ...]`)."""
+    return typer.Option(
+        "--run",
+        metavar="DIR",
+        callback=callback,
+        autocompletion=complete_run,
+        help="A run, as RUN... (repeatable).",
+        show_default=False,
+    )
 
 
 def all_runs(arguments: list[Path] | None, options: list[Path] | None, what: str) -> list[Path]:

@@ -16,15 +16,15 @@ from jabcli.cli.options import (
     NoCacheOption,
     PlotSaveOption,
     RunOption,
-    RunsArgument,
-    RunsOption,
     all_runs,
     check_save,
     chosen_run,
     configure_jax,
     one_run,
     run_argument,
+    runs_argument,
     runs_not_studies,
+    runs_option,
     save_plot,
 )
 from jabcli.core.errors import JabError
@@ -39,7 +39,7 @@ class Kind(str, enum.Enum):
 
 
 def show_attention(
-    named: run_argument("Run folder") = None,
+    named: Annotated[Path | None, run_argument("Run folder")] = None,
     run: RunOption = None,
     input_text: Annotated[
         str | None,
@@ -105,11 +105,14 @@ def show_attention(
 
 
 def curves(
-    runs: RunsArgument(
-        "Runs or groups of seeds to draw, overlaid (a study among them is skipped).",
-        callback=runs_not_studies,
-    ) = None,
-    runs_as_options: RunsOption(callback=runs_not_studies) = None,
+    runs: Annotated[
+        list[Path] | None,
+        runs_argument(
+            "Runs or groups of seeds to draw, overlaid (a study among them is skipped).",
+            callback=runs_not_studies,
+        ),
+    ] = None,
+    runs_as_options: Annotated[list[Path] | None, runs_option(callback=runs_not_studies)] = None,
     metric: Annotated[
         str,
         typer.Option(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,7 +141,8 @@ def show_picture(view: AttentionView | CurvesView) -> None:
         return
     wide = Console(
         width=width,
-        color_system=console.color_system,
+        # Rich's color_system property says str; it is one of the names Console takes.
+        color_system=console.color_system,  # type: ignore[arg-type]
         force_terminal=console.is_terminal,
         no_color=console.no_color,
     )
@@ -310,6 +312,6 @@ line-height: 1.2"><code style="font-family: inherit">{code}</code></pre>
 """
 
 
-def study_curves(results: dict[str, Any]) -> CurvesView:
+def study_curves(results: Mapping[str, Any]) -> CurvesView:
     """A study's exact match against input length, in the terminal."""
     return CurvesView(study_plot(results), height=20)

@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import sys
+from typing import TextIO
 
 from jabcli.cli.stand_ins import encodable
 
@@ -18,12 +19,12 @@ class QuietStdout(io.TextIOBase):
     """sys.stdout as it was when made, quiet from the moment its reader is gone, and
     writing what its encoding lacks as ASCII stand-ins."""
 
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
         self.gone = False
 
     @property
-    def target(self):
+    def target(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stdout
 
     def write(self, text: str) -> int:
@@ -52,17 +53,16 @@ class QuietStdout(io.TextIOBase):
     def fileno(self) -> int:
         return self.target.fileno()
 
-    @property
-    def encoding(self) -> str:
-        """utf-8: it writes any text, what the target cannot encode as stand-ins (so
-        that Rich draws its boxes as it would for a terminal, and they keep their shape)."""
-        return "utf-8"
+    # utf-8: it writes any text, what the target cannot encode as stand-ins (so that Rich
+    # draws its boxes as it would for a terminal, and they keep their shape).
+    encoding = "utf-8"
 
 
 def reader_gone() -> None:
     """Point stdout at /dev/null, so that nothing later (nor Python's exit) writes to the
     closed pipe."""
     with contextlib.suppress(OSError, ValueError):
+        assert sys.__stdout__ is not None  # the stdout whose reader went away
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.__stdout__.fileno())
         os.close(devnull)

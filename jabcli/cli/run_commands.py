@@ -21,8 +21,6 @@ from jabcli.cli.options import (
     LengthsOption,
     NoCacheOption,
     RunOption,
-    RunsArgument,
-    RunsOption,
     SeedOption,
     all_runs,
     check_save,
@@ -31,6 +29,8 @@ from jabcli.cli.options import (
     one_run,
     run_argument,
     run_folders,
+    runs_argument,
+    runs_option,
 )
 from jabcli.core.errors import JabError, install
 from jabcli.core.lengths import length_range
@@ -133,7 +133,7 @@ def runs_command(
 
 
 def eval_command(
-    named: run_argument("Run folder or group of seeds") = None,
+    named: Annotated[Path | None, run_argument("Run folder or group of seeds")] = None,
     run: GroupRunOption = None,
     samples: Annotated[
         int | None,
@@ -206,8 +206,11 @@ def with_mistakes(result: dict) -> dict:
 
 
 def compare(
-    runs: RunsArgument("Two or more run folders (a group of seeds counts as one).") = None,
-    runs_as_options: RunsOption() = None,
+    runs: Annotated[
+        list[Path] | None,
+        runs_argument("Two or more run folders (a group of seeds counts as one)."),
+    ] = None,
+    runs_as_options: Annotated[list[Path] | None, runs_option()] = None,
     lengths: Annotated[
         str | None,
         typer.Option(
@@ -325,10 +328,13 @@ def stdin_lines() -> list[tuple[int, str]]:
 
 
 def export(
-    folders: RunsArgument(
-        "Runs, groups of seeds or studies whose metrics to export.", callback=run_folders
-    ) = None,
-    folders_as_options: RunsOption(callback=run_folders) = None,
+    folders: Annotated[
+        list[Path] | None,
+        runs_argument(
+            "Runs, groups of seeds or studies whose metrics to export.", callback=run_folders
+        ),
+    ] = None,
+    folders_as_options: Annotated[list[Path] | None, runs_option(callback=run_folders)] = None,
     tensorboard: Annotated[
         bool,
         typer.Option(

@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,14 @@ from jabcli.cli.options import (
     save_plot,
 )
 from jabcli.core.errors import JabError, install, suggest
+
+if TYPE_CHECKING:
+    from jabcli.studies.study_results import StudyTable
+
+    class ShownStudy(StudyTable):
+        """A study's results as `jab study show` prints them: with the metric shown."""
+
+        metric: str
 
 
 def study_run_command(
@@ -157,7 +165,7 @@ def study_show_command(
             f"{suggest(metric, STUDY_METRICS)}"
         )
     check_save(save, PLOT_FILES)
-    results = {**study_results.table(folder, bins), "metric": metric}
+    results: ShownStudy = {**study_results.table(folder, bins), "metric": metric}
     if metric.startswith("forced_") and not results["force_length"]:
         raise JabError(
             f"--metric {metric} needs answers decoded at their true length: {folder} was "

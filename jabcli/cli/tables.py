@@ -4,9 +4,10 @@ table by length bins."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -26,6 +27,11 @@ from jabcli.api.formatting import (
 )
 from jabcli.cli.display import Fitted, facts, lines, round_ticks, titled
 from jabcli.training.session import Outcome
+
+if TYPE_CHECKING:
+    from jabcli.evaluation.evaluate import Example
+    from jabcli.inspection.listing import RunRow
+    from jabcli.studies.study_results import StudyTable
 
 BAR_WIDTH = 20  # the longest bar of an accuracy, in characters
 
@@ -58,7 +64,7 @@ def task_table(rows: list[dict[str, Any]]) -> Group:
     return titled("Built-in tasks", Group(Fitted(table, narrow), Text(key, style="dim")))
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Group:
+def runs_table(rows: list[RunRow]) -> Group:
     """`jab runs`: one row per run or group of seeds, two lines each so that it fits."""
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("run, created", "task, model", "steps, seeds", "best held-out", "state"):
@@ -66,27 +72,31 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
     blocks = []
     for r in rows:
         created = (r["created"] or "-").replace("T", " ")
-        if r["task"] is None:  # damaged: nothing else of it could be read
+        task, positions, seed_count = r["task"], r["pos_encoding"], r["seeds"]
+        if task is None:  # damaged: nothing else of it could be read
             table.add_row(Text(f"{r['run']}\n{created}"), "-", "-", "-", Text(r["state"]))
             table.add_section()
             blocks.append([r["run"], created, r["state"]])
             continue
+        assert positions is not None and seed_count is not None  # read with its task
         best = r["best_eval_seq_acc"]
+        shown: str | None = None
         if isinstance(best, list):  # a group: each seed's best
             known = [b for b in best if b is not None]
-            best = spread(known) if known else None
+            shown = spread(known) if known else None
         elif best is not None:
-            best = percent(best)
-        model = model_words(r["pos_encoding"], r["arch"])
+            shown = percent(best)
+        model = model_words(positions, r["arch"])
         model += f", {r['parameters'] / 1000:.0f}k params" if r["parameters"] else ""
-        if r.get("flops_per_step"):
-            model += f", {r['flops_per_step'] / 1e9:.2g} GFLOP/step"
-        seeds = plural(r["seeds"], "seed")
+        flops = r.get("flops_per_step")
+        if flops:
+            model += f", {flops / 1e9:.2g} GFLOP/step"
+        seeds = plural(seed_count, "seed")
         table.add_row(
             Text(f"{r['run']}\n{created}"),
-            Text(f"{r['task']}\n{model}"),
+            Text(f"{task}\n{model}"),
             Text(f"{r['step']}/{r['steps']}\n{seeds}"),
-            Text(best or "-"),
+            Text(shown or "-"),
             Text(f"{r['state']}\n{r['train_s']:.0f} s training"),
         )
         table.add_section()
@@ -94,8 +104,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
             [
                 r["run"],
                 created,
-                f"{r['task']}, {model}",
-                f"step {r['step']}/{r['steps']}, {seeds}, best held-out {best or '-'}",
+                f"{task}, {model}",
+                f"step {r['step']}/{r['steps']}, {seeds}, best held-out {shown or '-'}",
                 f"{r['state']}, {r['train_s']:.0f} s training",
             ]
         )
@@ -103,14 +113,14 @@ def runs_table(rows: list[dict[str, Any]]) -> Group:
 
 
 def examples_table(
-    examples: list[dict[str, Any]], limit: int = 8, title: str = "Held-out predictions"
+    examples: Sequence[Example], limit: int = 8, title: str = "Held-out predictions"
 ) -> Group:
     """A few predictions, mistakes first."""
     ordered = sorted(examples, key=lambda e: e["correct"])[:limit]
     return titled(title, answers(ordered, ("input", "output", "expected")))
 
 
-def answers(rows: list[dict[str, Any]], heads: tuple[str, str, str]) -> Fitted:
+def answers(rows: Sequence[Mapping[str, Any]], heads: tuple[str, str, str]) -> Fitted:
     """Inputs, each with its answer, the reference and a verdict; where even the headers'
     words have no room, three lines an input."""
     table = Table(box=box.SIMPLE_HEAD)
@@ -381,7 +391,7 @@ def answer(text: str) -> Text:
     return Text(text) if text else Text("(empty)", style="dim")
 
 
-def study_table(results: dict[str, Any]) -> Group:
+def study_table(results: StudyTable) -> Group:
     """`jab study show`: one row per cell (its steps and training seconds under its name,
     so that the figures get the width), one column per bin of lengths."""
     table = Table(box=box.SIMPLE_HEAD)

@@ -142,7 +142,7 @@ def resume_command(
             help="Train up to this step (saved in the run).",
         ),
     ] = None,
-    run_as_option: run_option("The run, as RUN.") = None,
+    run_as_option: Annotated[Path | None, run_option("The run, as RUN.")] = None,
     no_cache: NoCacheOption = False,
 ) -> None:
     """Continue a run from its newest valid checkpoint, with its saved config."""

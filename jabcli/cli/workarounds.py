@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-# Click's documented hierarchy, BadParameter < UsageError < ClickException, from the one
-# class Typer exports: the classes of whichever copy of Click Typer raises from.
-UsageError = typer.BadParameter.__base__
-ClickException = UsageError.__base__
+if TYPE_CHECKING:  # the same classes, where the type checker sees them
+    from rich.console import Console
+    from typer._click.exceptions import ClickException, UsageError
+else:
+    # Click's documented hierarchy, BadParameter < UsageError < ClickException, from the
+    # one class Typer exports: the classes of whichever copy of Click Typer raises from.
+    UsageError = typer.BadParameter.__base__
+    ClickException = UsageError.__base__
 
 __all__ = [
     "ClickException",
@@ -60,7 +65,7 @@ class Command(PlainHelp, TyperCommand):
     help does, not by Typer's parameter names."""
 
     def collect_usage_pieces(self, ctx) -> list[str]:
-        pieces = [self.options_metavar]
+        pieces = [self.options_metavar] if self.options_metavar else []  # as Click's own
         for param in self.get_params(ctx):
             if isinstance(param, TyperArgument):
                 name = param.metavar or param.name.upper()
@@ -84,12 +89,14 @@ def quiet_broken_pipes() -> None:
     reader goes away, instead of Rich's own exit 1 (`broken_pipe`)."""
     from rich.console import Console
 
-    Console.on_broken_pipe = broken_pipe
+    # mypy refuses any assignment to a method; replacing Rich's is the point here.
+    Console.on_broken_pipe = broken_pipe  # type: ignore[method-assign]
 
 
-def broken_pipe(console) -> None:
-    """Rich exits 1 when stdout's reader goes away; jab lets main() exit 0, as other
-    Unix tools do (`jab tasks | head -1` under `set -o pipefail`)."""
+def broken_pipe(self: Console) -> NoReturn:
+    """`Console.on_broken_pipe`, replaced: Rich exits 1 when stdout's reader goes away;
+    jab lets main() exit 0, as other Unix tools do (`jab tasks | head -1` under `set -o
+    pipefail`)."""
     raise BrokenPipeError
 
 
