@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from jabcli.core.errors import JabError
 from jabcli.core.runtime import Lazy
@@ -31,9 +31,14 @@ class Classify(Task):
     and its length map to a class (`classify`), or draw sources and their classes
     together (`draw`)."""
 
-    classes: ClassVar[str] = "01"  # the answer symbols, class 0, 1, ...
     fixed_alphabet = True
     level = "regular"
+
+    @property
+    def classes(self) -> str:
+        """The answer symbols, class 0, 1, ... (a subclass may set it as a class
+        attribute, or compute it from its options)."""
+        return "01"
 
     def output_length(self, length):
         return length * 0 + 1  # an int for an int, an array for an array

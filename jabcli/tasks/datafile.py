@@ -71,7 +71,7 @@ class FileTask(Task):
 
     generated: ClassVar[bool] = False  # held-out rows are chosen on the host
 
-    data: DataFile | None = None
+    data: DataFile = field(kw_only=True)  # required; keyword-only, after Task's defaults
     held_out: float = 0.1  # share of distinct inputs kept for evaluation
     trained: tuple[int, int] | None = None  # the input lengths training draws from
     answers: dict[str, str] = field(init=False)
@@ -149,12 +149,19 @@ class FileTask(Task):
                     f"{self.path} has no {split} pairs with input lengths {min_len}-{max_len}"
                 )
 
-    def sample(self, key, batch_size, min_len, max_len):
+    def sample(self, key: jax.Array, batch_size: int, min_len: int, max_len: int) -> Batch:
         """`batch_size` training pairs, drawn with replacement."""
         rows = jnp.asarray(self.rows(min_len, max_len, held_out=False))
         return self.pairs(rows[jax.random.randint(key, (batch_size,), 0, len(rows))], max_len)
 
-    def held_out_batch(self, key, samples, min_len, max_len, each_length=False):
+    def held_out_batch(
+        self,
+        key: jax.Array,
+        samples: int,
+        min_len: int,
+        max_len: int,
+        each_length: bool = False,
+    ) -> Batch:
         """Up to `samples` distinct held-out pairs (all of them when there are fewer), or
         up to `samples` at each length; lengths the split lacks are left out."""
         spans = (

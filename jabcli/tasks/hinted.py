@@ -68,6 +68,7 @@ class Hinted(Task):
     def with_hints(self, rows: list[list[int]], key: jax.Array) -> list[list[int]]:
         """Users' source ids with index hints, drawn from `key` as training draws them."""
         lengths = jnp.asarray([len(row) for row in rows])
+        assert self.tokenizer.hint_start is not None  # a hinted run's vocabulary has them
         hints = self.tokenizer.hint_start + draw_hints(key, lengths, max(map(len, rows)))
         return [
             [token for hint, i in zip(drawn, row) for token in (hint, i)]

@@ -86,7 +86,6 @@ class Modular(Classify):
 
     modulus: int = 5
     operators: ClassVar[str] = ""
-    form: ClassVar[str] = ""  # what an input looks like, for the error on another one
 
     def __post_init__(self) -> None:
         if not 2 <= self.modulus <= 10:
@@ -98,6 +97,12 @@ class Modular(Classify):
     @property
     def classes(self) -> str:
         return DIGITS[: self.modulus]
+
+    @property
+    def form(self) -> str:
+        """What an input looks like, for the error on another one (a subclass may set it
+        as a class attribute)."""
+        return ""
 
     def check_input(self, text):
         if self.solve(text) is None:
@@ -205,31 +210,44 @@ def bracket_working(text: str, modulus: int) -> list[int] | None:
     operation, `(1+(2*3))`)."""
     if evaluate(text, modulus) is None:
         return None
-    frames = [[None, None, False, False]]  # value so far, operator, a + or - seen, negated
+    frames = [Bracket()]
     sign, shown = False, []
     for symbol in text:
         frame = frames[-1]
-        operand = frame[0] is None or frame[1] is not None  # whether an operand comes next
+        operand = frame.value is None or frame.operator is not None  # an operand comes next
         if symbol == "(":
-            frames.append([None, None, False, sign])
+            frames.append(Bracket(negated=sign))
             sign = False
         elif symbol == "-" and operand:
             sign = not sign
         elif symbol in "+-*":
-            if symbol == "*" and frame[2]:
+            if symbol == "*" and frame.additive:
                 return None
-            frame[1], frame[2] = symbol, frame[2] or symbol != "*"
+            frame.operator, frame.additive = symbol, frame.additive or symbol != "*"
         else:  # a digit or ), an operand complete
             if symbol == ")":
                 inner = frames.pop()
-                value, frame = -inner[0] if inner[3] else inner[0], frames[-1]
+                assert inner.value is not None  # an expression has no empty brackets
+                value, frame = -inner.value if inner.negated else inner.value, frames[-1]
             else:
                 value, sign = -int(symbol) if sign else int(symbol), False
-            if frame[1] is not None:
-                value = OPERATIONS[frame[1]](frame[0], value)
-            frame[0], frame[1] = value % modulus, None
-        shown.append(frames[-1][0] or 0)
+            if frame.operator is not None:  # which follows a left operand
+                value = OPERATIONS[frame.operator](frame.value, value)
+            frame.value, frame.operator = value % modulus, None
+        shown.append(frames[-1].value or 0)
     return shown
+
+
+@dataclass
+class Bracket:
+    """A bracket open in `bracket_working` (the whole text is the outermost): its value
+    so far, the operator waiting for its right operand, whether a + or - was seen in it,
+    and whether it is negated."""
+
+    value: int | None = None
+    operator: str | None = None
+    additive: bool = False
+    negated: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,12 +313,12 @@ def equation_working(text: str, modulus: int) -> list[str] | None:
     whole left side's again under =; x under the value it must equal. None when the
     working is none (`bracket_working`)."""
     expression, _, value = text.rpartition("=")
-    at = [bracket_working(expression.replace("x", digit), modulus) for digit in "01"]
-    if None in at or not value:
+    at_0, at_1 = (bracket_working(expression.replace("x", digit), modulus) for digit in "01")
+    if at_0 is None or at_1 is None or not value:
         return None
-    slopes = [(one - zero) % modulus for zero, one in zip(*at)]
-    shown = [AFFINE[c + (10 if s == 1 else 20 if s else 0)] for s, c in zip(slopes, at[0])]
-    x = (int(value) - at[0][-1]) * (1 if slopes[-1] == 1 else -1) % modulus
+    slopes = [(one - zero) % modulus for zero, one in zip(at_0, at_1)]
+    shown = [AFFINE[c + (10 if s == 1 else 20 if s else 0)] for s, c in zip(slopes, at_0)]
+    x = (int(value) - at_0[-1]) * (1 if slopes[-1] == 1 else -1) % modulus
     return [*shown, shown[-1], str(x)]
 
 

@@ -24,6 +24,9 @@ else:
 def sample(task: Task, key: jax.Array, batch_size: int, min_len: int, max_len: int) -> Batch:
     """A training batch: lengths uniform in [min_len, max_len]."""
     if not task.generated:
+        from jabcli.tasks.datafile import FileTask  # imported already: the task is one
+
+        assert isinstance(task, FileTask)  # the one task that is not generated
         return task.sample(key, batch_size, min_len, max_len)
     len_key, sym_key = jax.random.split(key)
     lengths = jax.random.randint(len_key, (batch_size,), min_len, max_len + 1)
@@ -42,6 +45,9 @@ def held_out_batch(
     `each_length`, `samples` sources at every length in it. Generated tasks draw them as
     they draw training batches, from a key training never uses."""
     if not task.generated:
+        from jabcli.tasks.datafile import FileTask  # imported already: the task is one
+
+        assert isinstance(task, FileTask)  # the one task that is not generated
         return task.held_out_batch(key, samples, min_len, max_len, each_length)
     if not each_length:
         return sample(task, key, samples, min_len, max_len)
