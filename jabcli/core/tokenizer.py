@@ -55,7 +55,9 @@ class Tokenizer:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tokenizer) and self.tokens == other.tokens
 
-    __hash__ = None  # equal by its token list, which is a list: not a dict key
+    # Equal by its token list, which is a list: not a dict key. (None is how Python says
+    # unhashable; typeshed's object has a __hash__ method, so its stubs write it so too.)
+    __hash__ = None  # type: ignore[assignment]
 
     def ids(self, chars: Iterable[str]) -> list[int]:
         return [self._ids[c] for c in chars]

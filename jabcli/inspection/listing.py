@@ -190,15 +190,24 @@ def damaged(path: Path, reason: str) -> RunRow:
 
 def fold(path: str, seeds: list[RunRow]) -> RunRow:
     """A group's row: the fewest steps any seed has done, each seed's best held-out exact
-    match as a list, and the state of the seed furthest from done."""
-    best = [s["best_eval_seq_acc"] for s in seeds]
+    match as a list, and the state of the seed furthest from done. `seeds` are rows of
+    single runs (`summary`)."""
+    steps: list[int] = []
+    times: list[float] = []
+    best: list[float | None] = []
+    for seed in seeds:
+        step, seconds, score = seed["step"], seed["train_s"], seed["best_eval_seq_acc"]
+        assert step is not None and seconds is not None and not isinstance(score, list)
+        steps.append(step)
+        times.append(seconds)
+        best.append(score)
     return {
         **seeds[0],
         "run": path,
         "seeds": len(seeds),
-        "step": min(s["step"] for s in seeds),
+        "step": min(steps),
         "best_eval_seq_acc": best,
-        "train_s": max(s["train_s"] for s in seeds),
+        "train_s": max(times),
         "state": min((s["state"] for s in seeds), key=order),
     }
 

@@ -31,14 +31,15 @@ def in_code(cfg: Config) -> dict[str, str]:
 
 
 def keep_code(path: Path, found: dict[str, str]) -> None:
-    """Copy the files of the user's code that `found` names (config key: value) into the
-    run folder `path`, with where each came from and its digest (CODE_RECORD), and trust
-    them: the user trained with them."""
+    """Copy the files of the user's code that `found` names (config key: value, as
+    `in_code` gives them) into the run folder `path`, with where each came from and its
+    digest (CODE_RECORD), and trust them: the user trained with them."""
     from jabcli.tasks import user_code
 
     record = {}
     for key, value in found.items():
         source = code_file(value)
+        assert source is not None  # `in_code` keeps the values that name a file
         try:
             data = Path(source).read_bytes()
         except OSError as err:

@@ -21,11 +21,15 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jabcli.core.errors import JabError, install
 from jabcli.core.settings import Config
+
+if TYPE_CHECKING:
+    from jabcli.runs.runs import Run
 
 # The module each logger writes with, and the optional extra that installs it.
 EXTRAS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
@@ -69,15 +73,36 @@ def require(name: str, what: str) -> None:
         raise JabError(f"{what} needs {module}, which is not installed: {install(extra)}")
 
 
+class Writer(Protocol):
+    """One logger's writer for one seed (`TensorBoard`, `WandB`)."""
+
+    def where(self, group: Path | None) -> str:
+        """Where the logs go, in a line for the user."""
+        ...
+
+    def log(self, record: dict[str, Any]) -> None: ...
+
+    def evaluated(self, result: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Logs:
     """The open loggers of a training session: one writer per logger and seed."""
 
-    def __init__(self, warn) -> None:
-        self.writers: list[Any] = []
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self.writers: list[tuple[str, int, Writer]] = []  # logger, seed's index, writer
         self.warn = warn
 
     @classmethod
-    def open(cls, config: Config, runs: list[Any], group: Path | None, start_step: int, warn):
+    def open(
+        cls,
+        config: Config,
+        runs: list[Run],
+        group: Path | None,
+        start_step: int,
+        warn: Callable[[str], None],
+    ) -> Logs:
         """Loggers for `runs` (each seed's Run), starting or resuming at `start_step`;
         `group` is their group's folder, None for a plain run."""
         logs = cls(warn)
@@ -92,7 +117,7 @@ class Logs:
             raise JabError(f"train.log_to={name}: cannot start logging: {err}") from err
         return logs
 
-    def _each(self, call) -> None:
+    def _each(self, call: Callable[[int, Writer], None]) -> None:
         for entry in list(self.writers):
             name, n, writer = entry
             try:
@@ -115,7 +140,7 @@ class Logs:
 class TensorBoard:
     """Event files in the run folder, written by tensorboardX (no TensorFlow needed)."""
 
-    def __init__(self, run, group: Path | None, start_step: int) -> None:
+    def __init__(self, run: Run, group: Path | None, start_step: int) -> None:
         from tensorboardX import SummaryWriter
 
         # A resumed run's events after its checkpoint are dropped by TensorBoard.
@@ -151,7 +176,7 @@ class WandB:
     WANDB_MODE, WANDB_API_KEY) says where it goes. A resumed run continues its W&B run,
     whose id the run folder keeps (`ID_FILE`)."""
 
-    def __init__(self, run, group: Path | None, start_step: int) -> None:
+    def __init__(self, run: Run, group: Path | None, start_step: int) -> None:
         import wandb
 
         from jabcli.runs.runs import atomic_write
@@ -197,12 +222,16 @@ class WandB:
                 [length, *(row[key] for key in columns[1:])]
                 for length, row in sorted(self.last["per_length"].items())
             ]
-            self.run.log({"held_out/per_length": wandb.Table(columns=columns, data=rows)})
+            names: list[str | int] = list(columns)  # W&B's column keys; its Table keeps them
+            self.run.log({"held_out/per_length": wandb.Table(columns=names, data=rows)})
             self.run.summary["held_out/step"] = self.last["step"]
         self.run.finish()
 
 
-WRITERS = {"tensorboard": TensorBoard, "wandb": WandB}
+WRITERS: dict[str, Callable[[Run, Path | None, int], Writer]] = {
+    "tensorboard": TensorBoard,
+    "wandb": WandB,
+}
 
 
 def metrics_to_export(run) -> list[dict[str, Any]]:

@@ -8,20 +8,33 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jabcli.core.errors import JabError
 from jabcli.core.spread import Spread
 from jabcli.studies import studies, study_folder
+from jabcli.training.session import Observer
+
+if TYPE_CHECKING:
+    from jabcli.experiment.experiment import Experiment
+
+Emit = Callable[[dict[str, Any]], None]  # an event to the driver, as a JSON object
 
 
-class CellObserver:
+class CellObserver(Observer):
     """A training session's events as JSON lines on stdout, for the driver."""
 
-    def __init__(self, emit: Callable[[dict], None]) -> None:
+    def __init__(self, emit: Emit) -> None:
         self.emit = emit
 
-    def begin(self, path, experiment, start_step: int, parameters: int, flops=None) -> None:
+    def begin(
+        self,
+        path: Path,
+        experiment: Experiment,
+        start_step: int,
+        parameters: int,
+        flops: float | None = None,
+    ) -> None:
         self.emit({"event": "begin", "step": start_step, "steps": experiment.config.train.steps})
 
     def note(self, message: str) -> None:
@@ -49,7 +62,7 @@ class CellObserver:
         pass
 
 
-def work(out: Path, folder: str, emit: Callable[[dict], None]) -> int:
+def work(out: Path, folder: str, emit: Emit) -> int:
     """Train the cell `folder` of the study folder `out` to its steps (resuming what is
     there), measure it, and write its evaluation.json; returns the exit status."""
     from jabcli.core import runtime

@@ -16,12 +16,22 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jabcli.studies import studies
 from jabcli.studies.studies import Cell
 
 # How a worker stopped by SIGINT or SIGTERM exits: by its own handler, or killed by it.
 INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
+
+Event = tuple[str, dict[str, Any]]  # a worker's event, with the folder of its cell
+
+
+class Worker(subprocess.Popen[bytes]):
+    """A worker process, with where in its log this attempt's lines begin (the log holds
+    earlier attempts too)."""
+
+    log_start = 0
 
 
 class LocalCells:
@@ -36,8 +46,8 @@ class LocalCells:
     @contextlib.contextmanager
     def open(self, out: Path):
         self.out = out
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.queue: queue.Queue = queue.Queue()
+        self.procs: dict[str, Worker] = {}
+        self.queue: queue.Queue[Event] = queue.Queue()
         try:
             yield self
         finally:
@@ -61,7 +71,7 @@ class LocalCells:
         self.procs[cell.folder] = proc
         threading.Thread(target=reader, args=(self.queue.put,), daemon=True).start()
 
-    def events(self, timeout: float) -> list[tuple[str, dict]]:
+    def events(self, timeout: float) -> list[Event]:
         return drain(self.queue, timeout)
 
     def stop(self, signum: int, second: bool = False) -> None:
@@ -80,8 +90,12 @@ class LocalCells:
 
 
 def launch(
-    out: Path, folder: str, logs: Path, trusted: bool = False, env: dict[str, str] | None = None
-):
+    out: Path,
+    folder: str,
+    logs: Path,
+    trusted: bool = False,
+    env: dict[str, str] | None = None,
+) -> tuple[Worker, Callable[[Callable[[Event], None]], None]]:
     """Start a worker on the cell `folder` of the study folder `out`, its stderr appended
     to logs/<folder>.log; returns the process and a function that passes each of its
     events, as (folder, event), to a callback until it exits. `trusted`: the user's code
@@ -89,7 +103,7 @@ def launch(
     imports it (JAB_TRUST_CODE). `env`: added to its environment (a Ray cell's devices)."""
     logs.mkdir(exist_ok=True)
     log = open(logs / f"{folder}.log", "ab")
-    proc = subprocess.Popen(
+    proc = Worker(
         [sys.executable, "-m", "jabcli.cli.worker", str(out), folder],
         stdout=subprocess.PIPE,
         stderr=log,
@@ -105,9 +119,11 @@ def launch(
     )
     proc.log_start = log.tell()  # what this attempt writes, for its error line
     log.close()
+    events = proc.stdout
+    assert events is not None  # stdout=PIPE
 
-    def reader(put: Callable[[tuple[str, dict]], None]) -> None:
-        for line in proc.stdout:
+    def reader(put: Callable[[Event], None]) -> None:
+        for line in events:
             with contextlib.suppress(ValueError):
                 put((folder, json.loads(line)))
 
@@ -122,7 +138,7 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def drain(events: queue.Queue, timeout: float) -> list:
+def drain(events: queue.Queue[Event], timeout: float) -> list[Event]:
     try:
         found = [events.get(timeout=timeout)]
     except queue.Empty:

@@ -27,7 +27,7 @@ from jabcli.core.errors import JabError
 from jabcli.studies import specs, study_folder
 from jabcli.studies.local import INTERRUPTED, LocalCells, died
 from jabcli.studies.ray_backend import RayCells, restore
-from jabcli.studies.studies import Cell, Study
+from jabcli.studies.studies import Cell, CellEvaluation, Study
 
 
 class StudyObserver:
@@ -46,7 +46,7 @@ class StudyObserver:
         """A worker's event: begin (step, steps), log (step, loss), eval (step, seq_acc),
         evaluating."""
 
-    def finished(self, cell: Cell, evaluation: dict[str, Any]) -> None:
+    def finished(self, cell: Cell, evaluation: CellEvaluation) -> None:
         pass
 
     def failed(self, cell: Cell, error: str) -> None:
@@ -126,6 +126,7 @@ def run(
                     if folder in running:  # not a late event of a cell that has ended
                         observer.event(by_folder[folder], event)
                 while stop.forwarded < stop.count:
+                    assert stop.signum is not None  # set with each signal counted
                     if stop.forwarded == 0 and cells.running():
                         from jabcli.training.session import stopping_line
 
