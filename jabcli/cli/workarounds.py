@@ -24,9 +24,12 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-if TYPE_CHECKING:  # the same classes, where the type checker sees them
+if TYPE_CHECKING:
     from rich.console import Console
-    from typer._click.exceptions import ClickException, UsageError
+
+    # To the type checker, the public class that Typer's copy of Click derives its
+    # exceptions from: what jab reads of them (message, format_message) is declared there.
+    UsageError = ClickException = typer.TyperException
 else:
     # Click's documented hierarchy, BadParameter < UsageError < ClickException, from the
     # one class Typer exports: the classes of whichever copy of Click Typer raises from.
