@@ -27,13 +27,6 @@ INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signa
 Event = tuple[str, dict[str, Any]]  # a worker's event, with the folder of its cell
 
 
-class Worker(subprocess.Popen[bytes]):
-    """A worker process, with where in its log this attempt's lines begin (the log holds
-    earlier attempts too)."""
-
-    log_start = 0
-
-
 class LocalCells:
     """Cells as worker processes on this machine, `workers` at a time."""
 
@@ -46,7 +39,8 @@ class LocalCells:
     @contextlib.contextmanager
     def open(self, out: Path):
         self.out = out
-        self.procs: dict[str, Worker] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.log_starts: dict[str, int] = {}  # where each worker's attempt begins in its log
         self.queue: queue.Queue[Event] = queue.Queue()
         try:
             yield self
@@ -67,6 +61,10 @@ class LocalCells:
         return bool(self.procs)
 
     def start(self, cell: Cell) -> None:
+        # This attempt's lines, for its error line, begin where the log ends now (it holds
+        # earlier attempts too).
+        log = log_path(self.out, cell.folder)
+        self.log_starts[cell.folder] = log.stat().st_size if log.is_file() else 0
         proc, reader = launch(self.out, cell.folder, self.out / studies.LOGS)
         self.procs[cell.folder] = proc
         threading.Thread(target=reader, args=(self.queue.put,), daemon=True).start()
@@ -84,7 +82,7 @@ class LocalCells:
         for folder, proc in list(self.procs.items()):
             if proc.poll() is not None:
                 del self.procs[folder]
-                error = last_line(log_path(self.out, folder), proc.log_start)
+                error = last_line(log_path(self.out, folder), self.log_starts.pop(folder))
                 done.append((folder, proc.returncode, error or died(proc.returncode)))
         return done
 
@@ -95,7 +93,7 @@ def launch(
     logs: Path,
     trusted: bool = False,
     env: dict[str, str] | None = None,
-) -> tuple[Worker, Callable[[Callable[[Event], None]], None]]:
+) -> tuple[subprocess.Popen[bytes], Callable[[Callable[[Event], None]], None]]:
     """Start a worker on the cell `folder` of the study folder `out`, its stderr appended
     to logs/<folder>.log; returns the process and a function that passes each of its
     events, as (folder, event), to a callback until it exits. `trusted`: the user's code
@@ -103,7 +101,7 @@ def launch(
     imports it (JAB_TRUST_CODE). `env`: added to its environment (a Ray cell's devices)."""
     logs.mkdir(exist_ok=True)
     log = open(logs / f"{folder}.log", "ab")
-    proc = Worker(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli.cli.worker", str(out), folder],
         stdout=subprocess.PIPE,
         stderr=log,
@@ -117,7 +115,6 @@ def launch(
             **({"JAB_TRUST_CODE": "1"} if trusted else {}),
         },
     )
-    proc.log_start = log.tell()  # what this attempt writes, for its error line
     log.close()
     events = proc.stdout
     assert events is not None  # stdout=PIPE
