@@ -7,9 +7,15 @@ symbol (its working). The plain-Python references are modular.py's `evaluate` an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from jabcli.core.runtime import Lazy
 
-jax, jnp = Lazy("jax"), Lazy("jax.numpy")
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    jax, jnp = Lazy("jax"), Lazy("jax.numpy")
 
 
 # Codes of what the expression generator keeps on its stack besides lengths (>= 1).
