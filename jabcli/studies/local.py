@@ -116,11 +116,10 @@ def launch(
         },
     )
     log.close()
-    events = proc.stdout
-    assert events is not None  # stdout=PIPE
 
     def reader(put: Callable[[Event], None]) -> None:
-        for line in events:
+        assert proc.stdout is not None  # stdout=PIPE
+        for line in proc.stdout:
             with contextlib.suppress(ValueError):
                 put((folder, json.loads(line)))
 
