@@ -95,6 +95,7 @@ class MultiHeadAttention(hk.Module):
         d_model: int,
         scheme: PositionalScheme,
         causal: bool,
+        bias: bool = True,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -102,9 +103,9 @@ class MultiHeadAttention(hk.Module):
         self.causal = causal
         self.num_heads = num_heads
         self.key_size = d_model // num_heads
-        self.query_proj = hk.Linear(d_model, name="query")
-        self.kv_proj = hk.Linear(2 * d_model, name="key_value")
-        self.out_proj = hk.Linear(d_model, name="output")
+        self.query_proj = hk.Linear(d_model, with_bias=bias, name="query")
+        self.kv_proj = hk.Linear(2 * d_model, with_bias=bias, name="key_value")
+        self.out_proj = hk.Linear(d_model, with_bias=bias, name="output")
 
     def project_kv(self, context: jax.Array, positions: jax.Array) -> KeyValues:
         """[B, Tk, D] at positions [B, Tk] -> keys and values, each [B, Tk, H, K]."""
@@ -184,7 +185,12 @@ class EncoderLayer(hk.Module):
     def __init__(self, cfg: ModelConfig, scheme: PositionalScheme, name: str | None = None):
         super().__init__(name=name)
         self.self_attn = MultiHeadAttention(
-            cfg.num_heads, cfg.d_model, scheme, causal=False, name="self_attention"
+            cfg.num_heads,
+            cfg.d_model,
+            scheme,
+            causal=False,
+            bias=cfg.attention_bias,
+            name="self_attention",
         )
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
         self.attn_block = Residual(cfg, name="attention_residual")
@@ -282,6 +288,25 @@ class Attention(NamedTuple):
     cross: jax.Array
 
 
+def position_vectors(cfg: ModelConfig, scheme: PositionalScheme):
+    """The scheme's position vectors (`make_vectors`), or None. Counted down
+    (model.count_positions, the paper's), a sequence of max_positions tokens reaches
+    position max_positions, and the vectors are laid out as the paper's code lays
+    them, `[sin | cos]` halves rather than interleaved: the same numbers, the dimensions
+    in another order."""
+    if cfg.count_positions == "up":
+        return scheme.make_vectors(cfg.max_positions, cfg.d_model)
+    vectors = scheme.make_vectors(cfg.max_positions + 1, cfg.d_model)
+    if vectors is None:
+        return None
+    return lambda positions: halves(vectors(positions))
+
+
+def halves(x: jax.Array) -> jax.Array:
+    """[..., D] with its even dimensions first, then its odd ones."""
+    return jnp.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+
+
 class Transformer(hk.Module):
     """Token ids in, next-token logits out: src [B, S], tgt_in [B, T] -> [B, T, vocab].
 
@@ -301,12 +326,13 @@ class Transformer(hk.Module):
         self.cfg = cfg
         self.cross = cross  # whether the decoder attends to the encoder (False: decoder-only)
         # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
-        # as large as the positional encoding instead of drowning it out.
+        # as large as the positional encoding instead of drowning it out (model.embedding_init
+        # sets another spread: the paper's 0.02 leaves them six times weaker).
         self.embed = hk.Embed(
             vocab_size,
             cfg.d_model,
             name="embed",
-            w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
+            w_init=hk.initializers.TruncatedNormal(cfg.embedding_init or cfg.d_model**-0.5),
         )
         # With model.loops > 1 the layers run loops times over, one weight set for every
         # pass (a Universal Transformer's weight sharing, Dehghani et al. 2019): as deep
@@ -319,11 +345,9 @@ class Transformer(hk.Module):
             DecoderLayer(cfg, tgt_scheme, cross, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
         # One table when both sides share a scheme (a learned one is then shared too).
-        self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        self.src_vectors = position_vectors(cfg, src_scheme)
         self.tgt_vectors = (
-            self.src_vectors
-            if tgt_scheme is src_scheme
-            else tgt_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+            self.src_vectors if tgt_scheme is src_scheme else position_vectors(cfg, tgt_scheme)
         )
         self.final_norms = [
             hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")

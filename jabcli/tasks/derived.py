@@ -35,6 +35,13 @@ def answer_width(task: Task, length):
     return answer_tokens(task, length) + 1
 
 
+def answer_symbols(task: Task) -> str:
+    """The symbols a task's answers are written in: its classes where it has them (a
+    class task's digits, a stack's or a binary number's 0 and 1), else its alphabet and
+    the symbols its answers write beyond it."""
+    return getattr(task, "classes", None) or task.alphabet + task.symbols
+
+
 def widths(task: Task, max_len: int) -> tuple[int, int]:
     """The source and answer widths of sources of up to `max_len` symbols, each with its
     <eos>: the arrays a batch of them is made of, and the positions they need."""

@@ -136,15 +136,28 @@ applied_rate = jax.jit(learning_rate, static_argnums=1)
 
 
 def cross_entropy(
-    logits: jax.Array, targets: jax.Array, segments: jax.Array | None = None
+    logits: jax.Array,
+    targets: jax.Array,
+    segments: jax.Array | None = None,
+    scored: jax.Array | None = None,
+    per_example: bool = False,
 ) -> tuple[jax.Array, dict]:
-    """Mean token cross-entropy ignoring <pad>, plus token and whole-answer accuracy (of
-    each example, when `segments` says which of a packed row's tokens are whose)."""
+    """Mean token cross-entropy ignoring <pad> (and the tokens `scored` [R, T] leaves
+    out), plus token and whole-answer accuracy (of each example, when `segments` says
+    which of a packed row's tokens are whose). `per_example` (train.loss_average,
+    unpacked rows): each row's mean, then the mean over rows, as the paper's code
+    averages; else every token of the batch weighs the same."""
     real = targets != PAD_ID
+    counted = real if scored is None else real & scored
     losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    loss = jnp.sum(losses * real) / jnp.maximum(jnp.sum(real), 1)
+    if per_example:
+        tokens = jnp.sum(counted, axis=1)
+        row_loss = jnp.sum(losses * counted, axis=1) / jnp.maximum(tokens, 1)
+        loss = jnp.sum(row_loss) / jnp.maximum(jnp.sum(tokens > 0), 1)
+    else:
+        loss = jnp.sum(losses * counted) / jnp.maximum(jnp.sum(counted), 1)
     correct = (jnp.argmax(logits, -1) == targets) | ~real
-    token_acc = jnp.sum(correct & real) / jnp.maximum(jnp.sum(real), 1)
+    token_acc = jnp.sum(correct & counted) / jnp.maximum(jnp.sum(counted), 1)
     if segments is None:
         seq_acc = jnp.mean(jnp.all(correct, axis=1))
     else:  # a packed row holds two answers
@@ -212,6 +225,11 @@ def training_rows(experiment: Experiment, sample_key: jax.Array, positions_key: 
         length_key, symbol_key = jax.random.split(sample_key)
         lengths = packing.paired_lengths(length_key, tr.batch_size // 2, t.min_len, t.max_len)
         batch = sampling.sample_lengths(experiment.task, symbol_key, lengths, t.max_len)
+    elif tr.lengths == "per_batch":  # the paper's: one length for every row
+        length_key, symbol_key = jax.random.split(sample_key)
+        length = jax.random.randint(length_key, (), t.min_len, t.max_len + 1)
+        lengths = jnp.full((tr.batch_size,), length)
+        batch = sampling.sample_lengths(experiment.task, symbol_key, lengths, t.max_len)
     else:
         batch = experiment.sample(sample_key, tr.batch_size)
     positions = experiment.positions(positions_key, batch.src, batch.tgt_in.shape[1])
@@ -242,7 +260,12 @@ def rows_logits(
 
 def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
     logits = rows_logits(experiment, params, key, rows, is_training=True)
-    return cross_entropy(logits, rows.tgt_out, rows.tgt_segments)
+    per_example = experiment.config.train.loss_average == "examples"
+    scored = None
+    if experiment.config.model.answer_slots == "exact":  # the slots past the answer's say <eos>
+        slots = derived.answer_slots(experiment.task, rows.src) - 1
+        scored = jnp.arange(rows.tgt_out.shape[1])[None, :] < slots[:, None]
+    return cross_entropy(logits, rows.tgt_out, rows.tgt_segments, scored, per_example)
 
 
 def update(
@@ -339,6 +362,18 @@ def check(experiment: Experiment) -> tuple[int, str]:
     tr = experiment.config.train
     loggers.check(experiment.config)
     devices = jax.device_count()
+    unpacked = {"lengths": "per_row", "loss_average": "tokens"}  # what packing takes
+    for key, value in unpacked.items():
+        if getattr(tr, key) != value and experiment.packs:
+            raise JabError(
+                f"train.{key}={getattr(tr, key)} trains one example per row: set "
+                "train.pack=false"
+            )
+    if tr.lengths == "per_batch" and not experiment.task.generated:
+        raise JabError(
+            f"train.lengths=per_batch draws the batch's length; task {experiment.task.label} "
+            "chooses its rows from its data"
+        )
     if experiment.packs and tr.batch_size % 2:
         raise JabError(
             f"train.batch_size must be even to pack two examples per row, got "
