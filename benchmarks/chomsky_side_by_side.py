@@ -58,6 +58,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STUDY = HERE.parent / "studies" / "chomsky_paper.yaml"
+PRESET = HERE.parent / "configs" / "paper_transformer.yaml"  # the study's base.set
 PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import each other
 
 TRAIN_LENGTHS = list(range(1, 41))
@@ -147,12 +148,19 @@ def study_settings() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     return study["base"]["set"], rows
 
 
-def jab_task(name: str):
-    """The jab task `name` with the protocol's options, as the study builds it."""
+def jab_experiment(name: str, sets: dict[str, Any] | None = None, **options):
+    """jab's experiment for task `name`: configs/paper_transformer.yaml (the paper's model
+    and training, the study's base), the task's options as the study sets them, then
+    `sets`."""
     from jabcli.model.experiment import resolve
 
-    base, rows = study_settings()
-    return resolve(name, overrides={**base, **rows[name]}).task
+    _, rows = study_settings()
+    return resolve(name, PRESET, overrides={**rows[name], **(sets or {})}, **options)
+
+
+def jab_task(name: str):
+    """The jab task `name` with the protocol's options, as the study builds it."""
+    return jab_experiment(name).task
 
 
 # 1. Samplers ------------------------------------------------------------------------
@@ -250,6 +258,103 @@ def describe(lengths: list[int]) -> str:
     if lengths == list(range(lengths[0], lengths[-1] + 1)):
         return f"{lengths[0]}-{lengths[-1]}"
     return ", ".join(map(str, lengths))
+
+
+# 0. One model, two codes ---------------------------------------------------------------
+
+
+def paper_to_jab(paper_params: dict, experiment, name: str, input_size: int) -> dict:
+    """The paper's encoder's parameters (`make_transformer_encoder` under
+    `make_model_with_empty_targets`) as jab's encoder form with the paper's options holds
+    them: the one-hot embedding's rows at the token ids of the paper's symbols (its
+    empty-slot row at the slot token's), the query and the key/value projections fused as
+    jab fuses them, the output layer's columns at the ids of the task's classes; jab's
+    other embedding rows and output columns are zero (no input holds those tokens, and
+    model.outputs=classes masks the logits)."""
+    import numpy as np
+
+    from jabcli.model.encoder_only import SLOT_ID, class_ids
+
+    tokenizer, m = experiment.tokenizer, experiment.config.model
+    vocab, d = len(tokenizer), m.d_model
+    symbols = INPUT_SYMBOLS.get(name, "01234")[:input_size]
+    embeddings = np.zeros((vocab, d), np.float32)
+    rows = np.asarray(paper_params["transformer_encoder/linear"]["w"])
+    embeddings[tokenizer.ids(symbols)] = rows[:input_size]
+    embeddings[SLOT_ID] = rows[input_size]
+    classes = class_ids(m, experiment.task)
+    logits_w, logits_b = np.zeros((d, vocab), np.float32), np.zeros(vocab, np.float32)
+    out = paper_params["linear"]
+    logits_w[:, classes] = np.asarray(out["w"])[:, : len(classes)]
+    logits_b[classes] = np.asarray(out["b"])[: len(classes)]
+    top, layer = "encoder_only/~/transformer/~/", "transformer_encoder/"
+    found = {f"{top}embed": {"embeddings": embeddings}, f"{top}to_logits": {"w": logits_w, "b": logits_b}}
+    for i in range(m.num_layers):
+        mine = f"{top}encoder_{i}/~/"
+        attention = f"{layer}multi_head_dot_product_attention{'_' + str(i) if i else ''}/"
+        q, k, v, o = (np.asarray(paper_params[f"{attention}linear{s}"]["w"]) for s in ("", "_1", "_2", "_3"))
+        found[f"{mine}self_attention/~/query"] = {"w": q}
+        found[f"{mine}self_attention/~/key_value"] = {"w": np.concatenate([k, v], axis=1)}
+        found[f"{mine}self_attention/~/output"] = {"w": o}
+        for residual, norm in (("attention_residual", 2 * i), ("feed_forward_residual", 2 * i + 1)):
+            suffix = f"_{norm}" if norm else ""
+            found[f"{mine}{residual}/~/norm"] = dict(paper_params[f"{layer}layer_norm{suffix}"])
+        for part, linear in (("hidden", 2 * i + 1), ("out", 2 * i + 2)):
+            found[f"{mine}feed_forward/~/{part}"] = dict(paper_params[f"{layer}linear_{linear}"])
+    return found
+
+
+def same_weights(paper_path: Path, name: str, lengths: list[int], samples: int) -> dict:
+    """The paper's Transformer and jab's encoder form with configs/paper_transformer.yaml
+    (the study's settings), one set of weights, on one batch of the paper's sampler at
+    each length: the largest difference of their logits over the task's classes, and
+    how often their answers (argmax) differ. Dropout off on both sides (the paper's
+    builder with dropout 0, jab's forward not training); the weights are the paper's
+    initialisation from seed 0."""
+    import haiku as hk
+    import jax
+    import numpy as np
+
+    from jabcli.model.encoder_only import class_ids
+    from jabcli.tasks import derived
+
+    paper = paper_modules(paper_path)
+    task = paper_task(paper, name)
+    single = task.output_length(10) == 1
+    base, rows = study_settings()
+    experiment = jab_experiment(name, {"model.dropout": 0.0})
+    m = experiment.config.model
+    model = paper.transformer.make_transformer_encoder(
+        output_size=task.output_size,
+        return_all_outputs=True,
+        dropout_prob=0.0,
+        embedding_dim=m.d_model,
+        num_layers=m.num_layers,
+        num_heads=m.num_heads,
+    )
+    model = hk.transform(paper.utils.make_model_with_empty_targets(model, task, 0, single))
+    first = task.sample_batch(jax.random.PRNGKey(0), 2, 10)
+    params = model.init(jax.random.PRNGKey(0), first["input"])
+    mine = paper_to_jab(params, experiment, name, task.input_size)
+    classes = class_ids(m, experiment.task)[: task.output_size]
+    symbols = INPUT_SYMBOLS.get(name, "01234")
+    worst, differ, count = 0.0, 0, 0
+    for length in lengths:
+        batch = task.sample_batch(jax.random.PRNGKey(length), samples, length)
+        theirs = np.asarray(model.apply(params, jax.random.PRNGKey(1), batch["input"]))  # rate 0: the key drops nothing
+        theirs = theirs[:, None] if single else theirs
+        codes = np.argmax(np.asarray(batch["input"]), axis=-1)
+        src = np.asarray(
+            [[*experiment.tokenizer.ids(as_text(row, symbols)), 2] for row in codes], np.int32
+        )
+        width = derived.answer_width_for(experiment.task, src.shape[1])
+        logits, _ = experiment.model.forward(mine, None, src, np.zeros((samples, width), np.int32))
+        ours = np.asarray(logits)[:, : theirs.shape[1], classes]
+        worst = max(worst, float(np.max(np.abs(ours - theirs))))
+        differ += int(np.sum(np.argmax(ours, -1) != np.argmax(theirs, -1)))
+        count += theirs.shape[0] * theirs.shape[1]
+    return {"task": name, "lengths": describe(lengths), "max_abs_diff": worst,
+            "answers_differ": differ, "answers": count}  # fmt: skip
 
 
 # 2 and 3. Training and score, one run per child process ------------------------------
