@@ -288,11 +288,16 @@ def paper_to_jab(paper_params: dict, experiment, name: str, input_size: int) -> 
     logits_w[:, classes] = np.asarray(out["w"])[:, : len(classes)]
     logits_b[classes] = np.asarray(out["b"])[: len(classes)]
     top, layer = "encoder_only/~/transformer/~/", "transformer_encoder/"
-    found = {f"{top}embed": {"embeddings": embeddings}, f"{top}to_logits": {"w": logits_w, "b": logits_b}}
+    found = {
+        f"{top}embed": {"embeddings": embeddings},
+        f"{top}to_logits": {"w": logits_w, "b": logits_b},
+    }
     for i in range(m.num_layers):
         mine = f"{top}encoder_{i}/~/"
         attention = f"{layer}multi_head_dot_product_attention{'_' + str(i) if i else ''}/"
-        q, k, v, o = (np.asarray(paper_params[f"{attention}linear{s}"]["w"]) for s in ("", "_1", "_2", "_3"))
+        q, k, v, o = (
+            np.asarray(paper_params[f"{attention}linear{s}"]["w"]) for s in ("", "_1", "_2", "_3")
+        )
         found[f"{mine}self_attention/~/query"] = {"w": q}
         found[f"{mine}self_attention/~/key_value"] = {"w": np.concatenate([k, v], axis=1)}
         found[f"{mine}self_attention/~/output"] = {"w": o}
@@ -321,7 +326,6 @@ def same_weights(paper_path: Path, name: str, lengths: list[int], samples: int) 
     paper = paper_modules(paper_path)
     task = paper_task(paper, name)
     single = task.output_length(10) == 1
-    base, rows = study_settings()
     experiment = jab_experiment(name, {"model.dropout": 0.0})
     m = experiment.config.model
     model = paper.transformer.make_transformer_encoder(
@@ -341,7 +345,8 @@ def same_weights(paper_path: Path, name: str, lengths: list[int], samples: int) 
     worst, differ, count = 0.0, 0, 0
     for length in lengths:
         batch = task.sample_batch(jax.random.PRNGKey(length), samples, length)
-        theirs = np.asarray(model.apply(params, jax.random.PRNGKey(1), batch["input"]))  # rate 0: the key drops nothing
+        key = jax.random.PRNGKey(1)  # at rate 0 its dropout drops nothing
+        theirs = np.asarray(model.apply(params, key, batch["input"]))
         theirs = theirs[:, None] if single else theirs
         codes = np.argmax(np.asarray(batch["input"]), axis=-1)
         src = np.asarray(
@@ -355,6 +360,19 @@ def same_weights(paper_path: Path, name: str, lengths: list[int], samples: int) 
         count += theirs.shape[0] * theirs.shape[1]
     return {"task": name, "lengths": describe(lengths), "max_abs_diff": worst,
             "answers_differ": differ, "answers": count}  # fmt: skip
+
+
+def same_weights_table(rows: list[dict]) -> str:
+    lines = [
+        "| task | lengths | largest logit difference | answers that differ |",
+        "|---|---|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['task']} | {row['lengths']} | {row['max_abs_diff']:.1e} "
+            f"| {row['answers_differ']} of {row['answers']} |"
+        )
+    return "\n".join(lines)
 
 
 # 2 and 3. Training and score, one run per child process ------------------------------
@@ -462,18 +480,16 @@ def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
     from jabcli.evaluation.decode import decode_rows
     from jabcli.evaluation.evaluate import score
     from jabcli.inspection import inspection
-    from jabcli.model.experiment import resolve
     from jabcli.runs.runs import Run
     from jabcli.tasks import sampling
     from jabcli.training import session
 
     runtime.configure()
-    base, rows = study_settings()
     once = {"train.eval_every": steps, "train.eval_samples": 64, "train.target_seq_acc": 1.0}
-    sets = {**base, **rows[name], **once}  # held-out evaluation once, at the end
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run"
-        experiment = resolve(name, overrides=sets, steps=steps, seed=seed)
+        # configs/paper_transformer.yaml; held-out evaluation once, at the end
+        experiment = jab_experiment(name, once, steps=steps, seed=seed)
         tic = time.perf_counter()
         outcome = session.start(experiment, out)
         seconds = time.perf_counter() - tic
@@ -630,6 +646,9 @@ def main() -> None:
         "--sides", default="paper,jab", help="which sides train (default: %(default)s)"
     )
     parser.add_argument("--skip-check", action="store_true", help="train only")
+    parser.add_argument(
+        "--skip-same-weights", action="store_true", help="no one-model, two-codes comparison"
+    )
     parser.add_argument("--skip-train", action="store_true", help="check the samplers only")
     parser.add_argument("--out", type=Path, default=HERE / "side_by_side.json")
     parser.add_argument("--resume", action="store_true", help="keep the runs in --out")
@@ -647,7 +666,8 @@ def main() -> None:
     paper_modules(args.paper_code)  # a wrong path fails now, not in a child
     found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
     found.setdefault("records", [])
-    if not (args.skip_check and args.skip_train):  # a table of the runs alone writes nothing
+    # a table of the runs alone writes nothing
+    if not (args.skip_check and args.skip_train and args.skip_same_weights):
         found.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
     started = time.perf_counter()
 
@@ -659,6 +679,17 @@ def main() -> None:
         found["samplers"] = {"lengths": lengths, "samples": args.check_samples, "rows": rows}
         args.out.write_text(json.dumps(found, indent=1) + "\n")
         print(sampler_table(rows, lengths, args.check_samples), flush=True)
+
+    if not args.skip_same_weights:
+        print("One set of weights in the paper's Transformer and in jab's paper form", flush=True)
+        lengths = [1, 2, 5, 17, 40, 41, 100]
+        rows = []
+        for name in PAPER_NAMES:
+            rows.append(same_weights(args.paper_code, name, lengths, 8))
+            print(f"  {rows[-1]}", flush=True)
+        found["same_weights"] = rows
+        args.out.write_text(json.dumps(found, indent=1) + "\n")
+        print(same_weights_table(rows), flush=True)
 
     if not args.skip_train:
         for name in tasks:
@@ -700,7 +731,7 @@ def main() -> None:
             flush=True,
         )
         print(table(found["records"], tasks))
-    if not (args.skip_check and args.skip_train):
+    if not (args.skip_check and args.skip_train and args.skip_same_weights):
         found.setdefault("seconds", []).append(round(time.perf_counter() - started))
         args.out.write_text(json.dumps(found, indent=1) + "\n")
 

@@ -180,7 +180,8 @@ class EncoderOnly(hk.Module):
         exact = self.cfg.answer_slots == "exact"
         slots = answer_slots(self.task, src, tgt_in.shape[1])
         if exact:
-            slots, src = slots - 1, jnp.where(src == EOS_ID, PAD_ID, src)
+            slots = jnp.minimum(derived.exact_slots(self.task, src), tgt_in.shape[1])
+            src = jnp.where(src == EOS_ID, PAD_ID, src)
         ids, positions, where = sequence(src, tgt_in, slots, src_positions, tgt_positions)
         positions = counted(self.cfg, self.scheme, ids, positions)
         x, weights = self.transformer.encode(ids, positions, is_training)

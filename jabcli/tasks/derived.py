@@ -53,6 +53,13 @@ def answer_slots(task: Task, src: jax.Array) -> jax.Array:
     return answer_width(task, source_lengths(src) // tokens_per_symbol(task))
 
 
+def exact_slots(task: Task, src: jax.Array) -> jax.Array:
+    """[B] the answer slots of model.answer_slots=exact, the paper's, for sources src [B, S]:
+    one per symbol of the longest answer, and one for its <eos> only where the task's
+    answers vary in length and end in a marker (`end_scored`)."""
+    return answer_slots(task, src) - (0 if task.end_scored else 1)
+
+
 def answer_width_for(task: Task, src_width: int) -> int:
     """Decoder slots for a source batch `src_width` tokens wide (its <eos> included)."""
     return answer_width(task, (src_width - 1) // tokens_per_symbol(task))

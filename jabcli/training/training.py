@@ -263,7 +263,7 @@ def loss_fn(experiment: Experiment, params, key: jax.Array, rows: Rows):
     per_example = experiment.config.train.loss_average == "examples"
     scored = None
     if experiment.config.model.answer_slots == "exact":  # the slots past the answer's say <eos>
-        slots = derived.answer_slots(experiment.task, rows.src) - 1
+        slots = derived.exact_slots(experiment.task, rows.src)
         scored = jnp.arange(rows.tgt_out.shape[1])[None, :] < slots[:, None]
     return cross_entropy(logits, rows.tgt_out, rows.tgt_segments, scored, per_example)
 
@@ -366,8 +366,7 @@ def check(experiment: Experiment) -> tuple[int, str]:
     for key, value in unpacked.items():
         if getattr(tr, key) != value and experiment.packs:
             raise JabError(
-                f"train.{key}={getattr(tr, key)} trains one example per row: set "
-                "train.pack=false"
+                f"train.{key}={getattr(tr, key)} trains one example per row: set train.pack=false"
             )
     if tr.lengths == "per_batch" and not experiment.task.generated:
         raise JabError(
