@@ -1,6 +1,7 @@
 """The paper's own code beside jab on the Chomsky-hierarchy protocol (Delétang et al.
-2023): its samplers against jab's reference answers, and its Transformer trained by its
-own training loop beside jab's encoder form (`model.arch=encoder`) at the same settings.
+2023): its samplers against jab's reference answers, its Transformer and jab's paper form
+(configs/paper_transformer.yaml) on one set of weights, and its Transformer trained by its
+own training loop beside jab's paper form at the same settings.
 
 Not part of the test suite: it needs the paper's code, which jab does not ship. Get it,
 and what it imports beyond jab's own dependencies (keep jax and jaxlib as they are):
@@ -9,10 +10,15 @@ and what it imports beyond jab's own dependencies (keep jax and jaxlib as they a
     pip install chex dm-tree tqdm absl-py einshape
     python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
         [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
-        [--sides paper,jab]
+        [--sides paper,jab] [--skip-check] [--skip-same-weights] [--skip-train]
 
 What it does, one process at a time (each run in a fresh child process of its own):
 
+0. One model, two codes. For each of the fifteen tasks, the paper's Transformer (its
+   builder, dropout 0) is initialised from seed 0, its weights are loaded into jab's
+   model with configs/paper_transformer.yaml (`paper_to_jab`), and both read one batch
+   of the paper's sampler at lengths 1-100: the largest difference of their logits over
+   the task's classes, and how many answers differ.
 1. Samplers. Every one of the fifteen tasks (the paper's names and options: brackets
    with `*`, bucket_sort on five symbols) draws `--check-samples` inputs at each of
    `--check-lengths` with the paper's `sample_batch`; each input is written in jab's
@@ -23,18 +29,19 @@ What it does, one process at a time (each run in a fresh child process of its ow
    (its builder's defaults: 5 layers of width 64, 8 heads, dropout 0.1, sinusoidal
    positions) trained by its `TrainingWorker` (Adam at 1e-3, gradients clipped at 1,
    batch 128, lengths uniform in 1-40), built as its `experiments/example.py` builds it
-   (empty answer slots, its loss and accuracy); and jab's encoder form with
-   `studies/chomsky_paper.yaml`'s settings. Both train `--steps` updates from the same
-   seed number. Steps per second leave out each side's first 100 steps, where both
-   compile (jab its one program for lengths up to 40; the paper's code one per length it
-   meets, most of the 40 by then), and count the rest of its loop: the paper's own
-   sampling and any later compilation included, jab's held-out evaluation (once, at the
-   end) not.
+   (empty answer slots, its loss and accuracy); and jab's paper form,
+   configs/paper_transformer.yaml (the paper's model and training, the study's base).
+   Both train `--steps` updates from the same seed number. Steps per second leave out
+   each side's first 100 steps, where both compile (jab its one program for lengths up
+   to 40; the paper's code one per length it meets, most of the 40 by then), and count
+   the rest of its loop: the paper's own sampling and any later compilation included,
+   jab's held-out evaluation (once, at the end) not.
 3. Score. The paper's score, per-symbol accuracy on the answer at its true length,
    averaged over lengths (each length weighs the same): on 1-40 and on 41, 51, ..., 491,
    `--samples` inputs per length. The paper's side as its `range_evaluation` computes it
-   (its `apply` with a random key, so dropout is on; argmax over the task's classes); jab's
-   as `jab eval --force-length` does (`forced_symbol_acc`, on inputs jab draws).
+   (its `apply` with a random key, so dropout is on; argmax over the task's classes), and
+   with the same weights in its builder's model without dropout, as jab scores; jab's as
+   `jab eval --force-length` does (`forced_symbol_acc`, on inputs jab draws).
 
 Prints the sampler table and one markdown table (median [min-max] over seeds), and writes
 every figure to `--out` (default benchmarks/side_by_side.json) as each run ends;
@@ -456,33 +463,44 @@ def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int
     half = 100 * (steps // 200)
     late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
 
-    apply = jax.jit(model.apply)  # range_evaluation.py's: a key, so dropout is on
-    rng_seq = hk.PRNGSequence(1)
-    random.seed(1)
-    np.random.seed(1)
+    # range_evaluation.py's: a key, so dropout is on; and, as jab scores, the same weights
+    # in the builder's model without dropout
+    quiet = paper.transformer.make_transformer_encoder(
+        output_size=task.output_size, return_all_outputs=True, dropout_prob=0.0
+    )
+    quiet = hk.transform(paper.utils.make_model_with_empty_targets(quiet, task, 0, single_output))
 
-    def accuracy(length: int) -> float:
-        apply.clear_cache()
-        parts = []
-        for first in range(0, samples, 16):  # sub-batches, as its evaluation has
-            batch = task.sample_batch(next(rng_seq), min(16, samples - first), length)
-            outputs = apply(trained, next(rng_seq), batch["input"])
-            parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
-        return float(np.mean(parts))
+    def accuracies(apply) -> dict[int, float]:
+        rng_seq = hk.PRNGSequence(1)
+        random.seed(1)
+        np.random.seed(1)
+
+        def accuracy(length: int) -> float:
+            apply.clear_cache()
+            parts = []
+            for first in range(0, samples, 16):  # sub-batches, as its evaluation has
+                batch = task.sample_batch(next(rng_seq), min(16, samples - first), length)
+                outputs = apply(trained, next(rng_seq), batch["input"])
+                parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
+            return float(np.mean(parts))
+
+        return {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
 
     tic_eval = time.perf_counter()
-    scores = {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
+    scores = accuracies(jax.jit(model.apply))
+    eval_s = time.perf_counter() - tic_eval
     return {
         "steps_per_sec": rate,
         "steps_per_sec_second_half": late,
         "train_s": end - tic,
-        "eval_s": time.perf_counter() - tic_eval,
+        "eval_s": eval_s,
         "per_length": scores,
+        "per_length_no_dropout": accuracies(jax.jit(quiet.apply)),
     }
 
 
 def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
-    """jab's encoder form at studies/chomsky_paper.yaml's settings, then scored as
+    """jab's paper form (configs/paper_transformer.yaml), then scored as
     `jab eval --force-length` scores (`forced_symbol_acc`) at each length."""
     import jax
     import jax.numpy as jnp
@@ -564,17 +582,23 @@ def one_run(paper_path: Path, spec: str, steps: int, samples: int) -> None:
         found = train_paper(paper_path, name, int(seed), steps, samples)
     else:
         found = train_jab(name, int(seed), steps, samples)
-    found["per_length"] = {str(n): acc for n, acc in found["per_length"].items()}
-    print(json.dumps({"task": name, "side": side, "seed": int(seed), "steps": steps, **found}))
+    for figures in ("per_length", "per_length_no_dropout"):
+        if figures in found:
+            found[figures] = {str(n): acc for n, acc in found[figures].items()}
+    # jab's side trains the paper's form (configs/paper_transformer.yaml); records before it
+    # have no `form`: jab's own encoder form
+    form = {"form": "paper"} if side == "jab" else {}
+    record = {"task": name, "side": side, "seed": int(seed), "steps": steps, **form, **found}
+    print(json.dumps(record))
 
 
 # The table ---------------------------------------------------------------------------
 
 
-def mean_over(record: dict, lengths: list[int]) -> float:
+def mean_over(record: dict, lengths: list[int], figures: str = "per_length") -> float:
     """The paper's score over `lengths`: each length's accuracy weighs the same (a task
     that draws only odd lengths, modular_arithmetic on jab's side, has fewer)."""
-    found = [record["per_length"][str(n)] for n in lengths if str(n) in record["per_length"]]
+    found = [record[figures][str(n)] for n in lengths if str(n) in record[figures]]
     return sum(found) / len(found)
 
 
@@ -596,19 +620,30 @@ def table(records: list[dict], tasks: list[str]) -> str:
         "| task | side | seeds | steps | steps/s | training s | 1-40 | 41-500 | 41-91 / 101-491 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = (
+        ("paper", "own", "paper's code", "per_length"),
+        ("paper", "own", "paper's code, scored without dropout", "per_length_no_dropout"),
+        ("jab", "own", "jab encoder", "per_length"),
+        ("jab", "paper", "jab, configs/paper_transformer.yaml", "per_length"),
+    )
     for name in tasks:
-        for side, label in (("paper", "paper's code"), ("jab", "jab encoder")):
-            runs = [r for r in records if r["task"] == name and r["side"] == side]
+        for side, form, label, figures in rows:
+            runs = [
+                r
+                for r in records
+                if (r["task"], r["side"], r.get("form", "own")) == (name, side, form)
+                and figures in r
+            ]
             if not runs:
                 continue
             steps = sorted({r["steps"] for r in runs})
             speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
             per_second = spread(speeds, rate) if speeds else rate(None)
-            within = spread([mean_over(r, TRAIN_LENGTHS) for r in runs], percent)
-            beyond = spread([mean_over(r, LONG_LENGTHS) for r in runs], percent)
+            within = spread([mean_over(r, TRAIN_LENGTHS, figures) for r in runs], percent)
+            beyond = spread([mean_over(r, LONG_LENGTHS, figures) for r in runs], percent)
             split = (
-                f"{spread([mean_over(r, near) for r in runs], percent)} / "
-                f"{spread([mean_over(r, far) for r in runs], percent)}"
+                f"{spread([mean_over(r, near, figures) for r in runs], percent)} / "
+                f"{spread([mean_over(r, far, figures) for r in runs], percent)}"
             )
             seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
             lines.append(
@@ -684,15 +719,6 @@ def main() -> None:
         found.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
     started = time.perf_counter()
 
-    if not args.skip_check:
-        lengths = lengths_of(args.check_lengths)
-        print(f"Checking the paper's samplers on {describe(lengths)}", flush=True)
-        paper = paper_modules(args.paper_code)
-        rows = check_samplers(paper, list(PAPER_NAMES), lengths, args.check_samples, seed=0)
-        found["samplers"] = {"lengths": lengths, "samples": args.check_samples, "rows": rows}
-        args.out.write_text(json.dumps(found, indent=1) + "\n")
-        print(sampler_table(rows, lengths, args.check_samples), flush=True)
-
     if not args.skip_same_weights:
         print("One set of weights in the paper's Transformer and in jab's paper form", flush=True)
         lengths = [1, 2, 5, 17, 40, 41, 100]
@@ -704,15 +730,25 @@ def main() -> None:
         args.out.write_text(json.dumps(found, indent=1) + "\n")
         print(same_weights_table(rows), flush=True)
 
+    if not args.skip_check:
+        lengths = lengths_of(args.check_lengths)
+        print(f"Checking the paper's samplers on {describe(lengths)}", flush=True)
+        paper = paper_modules(args.paper_code)
+        rows = check_samplers(paper, list(PAPER_NAMES), lengths, args.check_samples, seed=0)
+        found["samplers"] = {"lengths": lengths, "samples": args.check_samples, "rows": rows}
+        args.out.write_text(json.dumps(found, indent=1) + "\n")
+        print(sampler_table(rows, lengths, args.check_samples), flush=True)
+
     if not args.skip_train:
         for name in tasks:
             for seed in range(args.seeds):
                 for side in args.sides.split(","):
+                    form = "paper" if side == "jab" else "own"
                     done = [
                         r
                         for r in found["records"]
-                        if (r["task"], r["side"], r["seed"], r["steps"])
-                        == (name, side, seed, args.steps)
+                        if (r["task"], r["side"], r["seed"], r["steps"], r.get("form", "own"))
+                        == (name, side, seed, args.steps, form)
                     ]
                     if done:
                         continue

@@ -378,9 +378,14 @@ def one_pass_picture(
     slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
     seen = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
     count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
+    read = src[0]
+    if experiment.config.model.answer_slots == "exact":  # the paper's: no <eos>, fewer slots
+        read = read[read != EOS_ID]
+        count = len(read) + int(derived.exact_slots(experiment.task, src)[0])
     tokens = experiment.tokenizer.tokens
     written = ["$" if i == EOS_ID else tokens[i] for i in produced]
-    rows = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
+    written = written[: count - len(read)]  # exact slots: the <eos> past them is no slot's
+    rows = [tokens[i] for i in read] + [f"{SLOT_LABEL}→{token}" for token in written]
     rows += [SLOT_LABEL] * (count - len(rows))
     answered = {
         "input": text,

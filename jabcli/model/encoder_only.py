@@ -31,8 +31,9 @@ import numpy as np
 from jabcli.core.errors import JabError
 from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.model.attention import NEG_INF
 from jabcli.model.contract import Form, ModelFns, layer_bytes
-from jabcli.model.model import NEG_INF, Attention, Transformer
+from jabcli.model.model import Attention, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks import derived
 from jabcli.tasks.contract import Task
