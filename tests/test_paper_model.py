@@ -144,3 +144,28 @@ def test_a_paper_option_where_it_cannot_apply_is_one_line_and_exit_2(sets, expec
     assert len(lines) == 1 and lines[0].startswith("jab: error: ")
     assert expected in lines[0]
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+ALONE = {
+    "model.embedding_init": 0.02,
+    "model.answer_slots": "exact",
+    "model.count_positions": "down",
+    "model.attention_bias": False,
+    "model.outputs": "classes",
+    "train.lengths": "per_batch",
+    "train.loss_average": "examples",
+}
+
+
+@pytest.mark.parametrize("key", ALONE)
+def test_each_paper_option_alone_trains_and_answers_the_encoder_form(key):
+    """Each difference can be measured alone: jab's own encoder form with that one key."""
+    sets = {**SMALL, "model.arch": "encoder", "task.alphabet": "01", key: ALONE[key]}
+    experiment = resolve("reverse", overrides=sets, steps=4)
+    trainer = training.Trainer(experiment)
+    trained = trainer.run()
+    assert trained.step == 4 and trained.last_eval
+    for example in trained.last_eval[0]["examples"]:
+        assert len(example["output"]) <= len(example["input"]) + 1  # at most its slots
+        if key == "model.outputs":
+            assert set(example["output"]) <= {"0", "1"}
