@@ -626,30 +626,33 @@ def table(records: list[dict], tasks: list[str]) -> str:
         ("jab", "own", "jab encoder", "per_length"),
         ("jab", "paper", "jab, configs/paper_transformer.yaml", "per_length"),
     )
-    for name in tasks:
-        for side, form, label, figures in rows:
-            runs = [
-                r
-                for r in records
-                if (r["task"], r["side"], r.get("form", "own")) == (name, side, form)
-                and figures in r
-            ]
-            if not runs:
-                continue
-            steps = sorted({r["steps"] for r in runs})
-            speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
-            per_second = spread(speeds, rate) if speeds else rate(None)
-            within = spread([mean_over(r, TRAIN_LENGTHS, figures) for r in runs], percent)
-            beyond = spread([mean_over(r, LONG_LENGTHS, figures) for r in runs], percent)
-            split = (
-                f"{spread([mean_over(r, near, figures) for r in runs], percent)} / "
-                f"{spread([mean_over(r, far, figures) for r in runs], percent)}"
-            )
-            seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
-            lines.append(
-                f"| {name} | {label} | {len(runs)} | {'/'.join(map(str, steps))} | {per_second} "
-                f"| {seconds} | {within} | {beyond} | {split} |"
-            )
+    for name, (side, form, label, figures), budget in itertools.product(
+        tasks, rows, sorted({r["steps"] for r in records})
+    ):
+        # a row per task, side and budget
+        runs = [
+            r
+            for r in records
+            if (r["task"], r["side"], r.get("form", "own"), r["steps"])
+            == (name, side, form, budget)
+            and figures in r
+        ]
+        if not runs:
+            continue
+        steps = sorted({r["steps"] for r in runs})
+        speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
+        per_second = spread(speeds, rate) if speeds else rate(None)
+        within = spread([mean_over(r, TRAIN_LENGTHS, figures) for r in runs], percent)
+        beyond = spread([mean_over(r, LONG_LENGTHS, figures) for r in runs], percent)
+        split = (
+            f"{spread([mean_over(r, near, figures) for r in runs], percent)} / "
+            f"{spread([mean_over(r, far, figures) for r in runs], percent)}"
+        )
+        seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
+        lines.append(
+            f"| {name} | {label} | {len(runs)} | {'/'.join(map(str, steps))} | {per_second} "
+            f"| {seconds} | {within} | {beyond} | {split} |"
+        )
     return "\n".join(lines)
 
 
