@@ -1,6 +1,7 @@
 """The paper's own code beside jab on the Chomsky-hierarchy protocol (Delétang et al.
-2023): its samplers against jab's reference answers, and its Transformer trained by its
-own training loop beside jab's encoder form (`model.arch=encoder`) at the same settings.
+2023): its samplers against jab's reference answers, its Transformer and jab's paper form
+(configs/paper_transformer.yaml) on one set of weights, and its Transformer trained by its
+own training loop beside jab's paper form at the same settings.
 
 Not part of the test suite: it needs the paper's code, which jab does not ship. Get it,
 and what it imports beyond jab's own dependencies (keep jax and jaxlib as they are):
@@ -9,10 +10,15 @@ and what it imports beyond jab's own dependencies (keep jax and jaxlib as they a
     pip install chex dm-tree tqdm absl-py einshape
     python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
         [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
-        [--sides paper,jab]
+        [--sides paper,jab] [--skip-check] [--skip-same-weights] [--skip-train]
 
 What it does, one process at a time (each run in a fresh child process of its own):
 
+0. One model, two codes. For each of the fifteen tasks, the paper's Transformer (its
+   builder, dropout 0) is initialised from seed 0, its weights are loaded into jab's
+   model with configs/paper_transformer.yaml (`paper_to_jab`), and both read one batch
+   of the paper's sampler at lengths 1-100: the largest difference of their logits over
+   the task's classes, and how many answers differ.
 1. Samplers. Every one of the fifteen tasks (the paper's names and options: brackets
    with `*`, bucket_sort on five symbols) draws `--check-samples` inputs at each of
    `--check-lengths` with the paper's `sample_batch`; each input is written in jab's
@@ -23,18 +29,19 @@ What it does, one process at a time (each run in a fresh child process of its ow
    (its builder's defaults: 5 layers of width 64, 8 heads, dropout 0.1, sinusoidal
    positions) trained by its `TrainingWorker` (Adam at 1e-3, gradients clipped at 1,
    batch 128, lengths uniform in 1-40), built as its `experiments/example.py` builds it
-   (empty answer slots, its loss and accuracy); and jab's encoder form with
-   `studies/chomsky_paper.yaml`'s settings. Both train `--steps` updates from the same
-   seed number. Steps per second leave out each side's first 100 steps, where both
-   compile (jab its one program for lengths up to 40; the paper's code one per length it
-   meets, most of the 40 by then), and count the rest of its loop: the paper's own
-   sampling and any later compilation included, jab's held-out evaluation (once, at the
-   end) not.
+   (empty answer slots, its loss and accuracy); and jab's paper form,
+   configs/paper_transformer.yaml (the paper's model and training, the study's base).
+   Both train `--steps` updates from the same seed number. Steps per second leave out
+   each side's first 100 steps, where both compile (jab its one program for lengths up
+   to 40; the paper's code one per length it meets, most of the 40 by then), and count
+   the rest of its loop: the paper's own sampling and any later compilation included,
+   jab's held-out evaluation (once, at the end) not.
 3. Score. The paper's score, per-symbol accuracy on the answer at its true length,
    averaged over lengths (each length weighs the same): on 1-40 and on 41, 51, ..., 491,
    `--samples` inputs per length. The paper's side as its `range_evaluation` computes it
-   (its `apply` with a random key, so dropout is on; argmax over the task's classes); jab's
-   as `jab eval --force-length` does (`forced_symbol_acc`, on inputs jab draws).
+   (its `apply` with a random key, so dropout is on; argmax over the task's classes), and
+   with the same weights in its builder's model without dropout, as jab scores; jab's as
+   `jab eval --force-length` does (`forced_symbol_acc`, on inputs jab draws).
 
 Prints the sampler table and one markdown table (median [min-max] over seeds), and writes
 every figure to `--out` (default benchmarks/side_by_side.json) as each run ends;
@@ -58,6 +65,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STUDY = HERE.parent / "studies" / "chomsky_paper.yaml"
+PRESET = HERE.parent / "configs" / "paper_transformer.yaml"  # the study's base.set
 PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import each other
 
 TRAIN_LENGTHS = list(range(1, 41))
@@ -147,12 +155,19 @@ def study_settings() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     return study["base"]["set"], rows
 
 
-def jab_task(name: str):
-    """The jab task `name` with the protocol's options, as the study builds it."""
+def jab_experiment(name: str, sets: dict[str, Any] | None = None, **options):
+    """jab's experiment for task `name`: configs/paper_transformer.yaml (the paper's model
+    and training, the study's base), the task's options as the study sets them, then
+    `sets`."""
     from jabcli.experiment.resolve import resolve
 
-    base, rows = study_settings()
-    return resolve(name, overrides={**base, **rows[name]}).task
+    _, rows = study_settings()
+    return resolve(name, PRESET, overrides={**rows[name], **(sets or {})}, **options)
+
+
+def jab_task(name: str):
+    """The jab task `name` with the protocol's options, as the study builds it."""
+    return jab_experiment(name).task
 
 
 # 1. Samplers ------------------------------------------------------------------------
@@ -252,6 +267,134 @@ def describe(lengths: list[int]) -> str:
     return ", ".join(map(str, lengths))
 
 
+# 0. One model, two codes ---------------------------------------------------------------
+
+
+def paper_to_jab(paper_params: dict, experiment, name: str, input_size: int) -> dict:
+    """The paper's encoder's parameters (`make_transformer_encoder` under
+    `make_model_with_empty_targets`) as jab's encoder form with the paper's options holds
+    them: the one-hot embedding's rows at the token ids of the paper's symbols (its
+    empty-slot row at the slot token's), the query and the key/value projections fused as
+    jab fuses them, the output layer's columns at the ids of the task's classes; jab's
+    other embedding rows and output columns are zero (no input holds those tokens, and
+    model.outputs=classes masks the logits)."""
+    import numpy as np
+
+    from jabcli.model.encoder_only import SLOT_ID, class_ids
+
+    tokenizer, m = experiment.tokenizer, experiment.config.model
+    vocab, d = len(tokenizer), m.d_model
+    symbols = INPUT_SYMBOLS.get(name, "01234")[:input_size]
+    embeddings = np.zeros((vocab, d), np.float32)
+    rows = np.asarray(paper_params["transformer_encoder/linear"]["w"])
+    embeddings[tokenizer.ids(symbols)] = rows[:input_size]
+    embeddings[SLOT_ID] = rows[input_size]
+    classes = class_ids(m, experiment.task)
+    logits_w, logits_b = np.zeros((d, vocab), np.float32), np.zeros(vocab, np.float32)
+    out = paper_params["linear"]
+    logits_w[:, classes] = np.asarray(out["w"])[:, : len(classes)]
+    logits_b[classes] = np.asarray(out["b"])[: len(classes)]
+    top, layer = "encoder_only/~/transformer/~/", "transformer_encoder/"
+    found = {
+        f"{top}embed": {"embeddings": embeddings},
+        f"{top}to_logits": {"w": logits_w, "b": logits_b},
+    }
+    for i in range(m.num_layers):
+        mine = f"{top}encoder_{i}/~/"
+        attention = f"{layer}multi_head_dot_product_attention{'_' + str(i) if i else ''}/"
+        q, k, v, o = (
+            np.asarray(paper_params[f"{attention}linear{s}"]["w"]) for s in ("", "_1", "_2", "_3")
+        )
+        found[f"{mine}self_attention/~/query"] = {"w": q}
+        found[f"{mine}self_attention/~/key_value"] = {"w": np.concatenate([k, v], axis=1)}
+        found[f"{mine}self_attention/~/output"] = {"w": o}
+        for residual, norm in (("attention_residual", 2 * i), ("feed_forward_residual", 2 * i + 1)):
+            suffix = f"_{norm}" if norm else ""
+            found[f"{mine}{residual}/~/norm"] = dict(paper_params[f"{layer}layer_norm{suffix}"])
+        for part, linear in (("hidden", 2 * i + 1), ("out", 2 * i + 2)):
+            found[f"{mine}feed_forward/~/{part}"] = dict(paper_params[f"{layer}linear_{linear}"])
+    return found
+
+
+def same_weights(paper_path: Path, name: str, lengths: list[int], samples: int) -> dict:
+    """The paper's Transformer and jab's encoder form with configs/paper_transformer.yaml
+    (the study's settings), one set of weights, on one batch of the paper's sampler at
+    each length: the largest difference of their logits over the task's classes, and
+    how often their answers (argmax) differ. A length where the two lay out another
+    number of answer slots is not compared (binary_addition: the paper's code has one
+    more, after the longest answer's end). Dropout off on both sides (the paper's
+    builder with dropout 0, jab's forward not training); the weights are the paper's
+    initialisation from seed 0."""
+    import haiku as hk
+    import jax
+    import numpy as np
+
+    from jabcli.model.encoder_only import class_ids
+    from jabcli.tasks import derived
+
+    paper = paper_modules(paper_path)
+    task = paper_task(paper, name)
+    single = task.output_length(10) == 1
+    experiment = jab_experiment(name, {"model.dropout": 0.0})
+    m = experiment.config.model
+    model = paper.transformer.make_transformer_encoder(
+        output_size=task.output_size,
+        return_all_outputs=True,
+        dropout_prob=0.0,
+        embedding_dim=m.d_model,
+        num_layers=m.num_layers,
+        num_heads=m.num_heads,
+    )
+    model = hk.transform(paper.utils.make_model_with_empty_targets(model, task, 0, single))
+    first = task.sample_batch(jax.random.PRNGKey(0), 2, 10)
+    params = model.init(jax.random.PRNGKey(0), first["input"])
+    mine = paper_to_jab(params, experiment, name, task.input_size)
+    classes = class_ids(m, experiment.task)[: task.output_size]
+    symbols = INPUT_SYMBOLS.get(name, "01234")
+    worst, differ, count, slots = 0.0, 0, 0, set()
+    for length in lengths:
+        batch = task.sample_batch(jax.random.PRNGKey(length), samples, length)
+        key = jax.random.PRNGKey(1)  # at rate 0 its dropout drops nothing
+        theirs = np.asarray(model.apply(params, key, batch["input"]))
+        theirs = theirs[:, None] if single else theirs
+        codes = np.argmax(np.asarray(batch["input"]), axis=-1)
+        src = np.asarray(
+            [[*experiment.tokenizer.ids(as_text(row, symbols)), 2] for row in codes], np.int32
+        )
+        if int(derived.exact_slots(experiment.task, src[:1])[0]) != theirs.shape[1]:
+            slots.add(length)  # another sequence: not the same computation
+            continue
+        width = derived.answer_width_for(experiment.task, src.shape[1])
+        logits, _ = experiment.model.forward(mine, None, src, np.zeros((samples, width), np.int32))
+        ours = np.asarray(logits)[:, : theirs.shape[1], classes]
+        worst = max(worst, float(np.max(np.abs(ours - theirs))))
+        differ += int(np.sum(np.argmax(ours, -1) != np.argmax(theirs, -1)))
+        count += theirs.shape[0] * theirs.shape[1]
+    compared = [n for n in lengths if n not in slots]
+    return {"task": name, "lengths": describe(compared) if compared else "none",
+            "max_abs_diff": worst, "answers_differ": differ, "answers": count,
+            "other_slots": sorted(slots)}  # fmt: skip
+
+
+def same_weights_table(rows: list[dict]) -> str:
+    lines = [
+        "| task | lengths | largest logit difference | answers that differ |",
+        "|---|---|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['task']} | {row['lengths']} | {row['max_abs_diff']:.1e} "
+            f"| {row['answers_differ']} of {row['answers']} |"
+        )
+    for row in rows:
+        if row["other_slots"]:
+            lines.append(
+                f"\n{row['task']}: the paper's code has other answer slots than jab's at "
+                f"lengths {', '.join(map(str, row['other_slots']))}: not compared"
+            )
+    return "\n".join(lines)
+
+
 # 2 and 3. Training and score, one run per child process ------------------------------
 
 
@@ -320,33 +463,44 @@ def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int
     half = 100 * (steps // 200)
     late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
 
-    apply = jax.jit(model.apply)  # range_evaluation.py's: a key, so dropout is on
-    rng_seq = hk.PRNGSequence(1)
-    random.seed(1)
-    np.random.seed(1)
+    # range_evaluation.py's: a key, so dropout is on; and, as jab scores, the same weights
+    # in the builder's model without dropout
+    quiet = paper.transformer.make_transformer_encoder(
+        output_size=task.output_size, return_all_outputs=True, dropout_prob=0.0
+    )
+    quiet = hk.transform(paper.utils.make_model_with_empty_targets(quiet, task, 0, single_output))
 
-    def accuracy(length: int) -> float:
-        apply.clear_cache()
-        parts = []
-        for first in range(0, samples, 16):  # sub-batches, as its evaluation has
-            batch = task.sample_batch(next(rng_seq), min(16, samples - first), length)
-            outputs = apply(trained, next(rng_seq), batch["input"])
-            parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
-        return float(np.mean(parts))
+    def accuracies(apply) -> dict[int, float]:
+        rng_seq = hk.PRNGSequence(1)
+        random.seed(1)
+        np.random.seed(1)
+
+        def accuracy(length: int) -> float:
+            apply.clear_cache()
+            parts = []
+            for first in range(0, samples, 16):  # sub-batches, as its evaluation has
+                batch = task.sample_batch(next(rng_seq), min(16, samples - first), length)
+                outputs = apply(trained, next(rng_seq), batch["input"])
+                parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
+            return float(np.mean(parts))
+
+        return {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
 
     tic_eval = time.perf_counter()
-    scores = {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
+    scores = accuracies(jax.jit(model.apply))
+    eval_s = time.perf_counter() - tic_eval
     return {
         "steps_per_sec": rate,
         "steps_per_sec_second_half": late,
         "train_s": end - tic,
-        "eval_s": time.perf_counter() - tic_eval,
+        "eval_s": eval_s,
         "per_length": scores,
+        "per_length_no_dropout": accuracies(jax.jit(quiet.apply)),
     }
 
 
 def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
-    """jab's encoder form at studies/chomsky_paper.yaml's settings, then scored as
+    """jab's paper form (configs/paper_transformer.yaml), then scored as
     `jab eval --force-length` scores (`forced_symbol_acc`) at each length."""
     import jax
     import jax.numpy as jnp
@@ -356,19 +510,17 @@ def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
     from jabcli.evaluation import layout
     from jabcli.evaluation.decode import decode_rows
     from jabcli.evaluation.evaluate import score
-    from jabcli.experiment.resolve import resolve
     from jabcli.inspection import inspection
     from jabcli.runs.runs import Run
     from jabcli.tasks import sampling
     from jabcli.training import session
 
     runtime.configure()
-    base, rows = study_settings()
     once = {"train.eval_every": steps, "train.eval_samples": 64, "train.target_seq_acc": 1.0}
-    sets = {**base, **rows[name], **once}  # held-out evaluation once, at the end
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run"
-        experiment = resolve(name, overrides=sets, steps=steps, seed=seed)
+        # configs/paper_transformer.yaml; held-out evaluation once, at the end
+        experiment = jab_experiment(name, once, steps=steps, seed=seed)
         tic = time.perf_counter()
         outcome = session.start(experiment, out)
         seconds = time.perf_counter() - tic
@@ -430,17 +582,23 @@ def one_run(paper_path: Path, spec: str, steps: int, samples: int) -> None:
         found = train_paper(paper_path, name, int(seed), steps, samples)
     else:
         found = train_jab(name, int(seed), steps, samples)
-    found["per_length"] = {str(n): acc for n, acc in found["per_length"].items()}
-    print(json.dumps({"task": name, "side": side, "seed": int(seed), "steps": steps, **found}))
+    for figures in ("per_length", "per_length_no_dropout"):
+        if figures in found:
+            found[figures] = {str(n): acc for n, acc in found[figures].items()}
+    # jab's side trains the paper's form (configs/paper_transformer.yaml); records before it
+    # have no `form`: jab's own encoder form
+    form = {"form": "paper"} if side == "jab" else {}
+    record = {"task": name, "side": side, "seed": int(seed), "steps": steps, **form, **found}
+    print(json.dumps(record))
 
 
 # The table ---------------------------------------------------------------------------
 
 
-def mean_over(record: dict, lengths: list[int]) -> float:
+def mean_over(record: dict, lengths: list[int], figures: str = "per_length") -> float:
     """The paper's score over `lengths`: each length's accuracy weighs the same (a task
     that draws only odd lengths, modular_arithmetic on jab's side, has fewer)."""
-    found = [record["per_length"][str(n)] for n in lengths if str(n) in record["per_length"]]
+    found = [record[figures][str(n)] for n in lengths if str(n) in record[figures]]
     return sum(found) / len(found)
 
 
@@ -462,25 +620,39 @@ def table(records: list[dict], tasks: list[str]) -> str:
         "| task | side | seeds | steps | steps/s | training s | 1-40 | 41-500 | 41-91 / 101-491 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in tasks:
-        for side, label in (("paper", "paper's code"), ("jab", "jab encoder")):
-            runs = [r for r in records if r["task"] == name and r["side"] == side]
-            if not runs:
-                continue
-            steps = sorted({r["steps"] for r in runs})
-            speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
-            per_second = spread(speeds, rate) if speeds else rate(None)
-            within = spread([mean_over(r, TRAIN_LENGTHS) for r in runs], percent)
-            beyond = spread([mean_over(r, LONG_LENGTHS) for r in runs], percent)
-            split = (
-                f"{spread([mean_over(r, near) for r in runs], percent)} / "
-                f"{spread([mean_over(r, far) for r in runs], percent)}"
-            )
-            seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
-            lines.append(
-                f"| {name} | {label} | {len(runs)} | {'/'.join(map(str, steps))} | {per_second} "
-                f"| {seconds} | {within} | {beyond} | {split} |"
-            )
+    rows = (
+        ("paper", "own", "paper's code", "per_length"),
+        ("paper", "own", "paper's code, scored without dropout", "per_length_no_dropout"),
+        ("jab", "own", "jab encoder", "per_length"),
+        ("jab", "paper", "jab, configs/paper_transformer.yaml", "per_length"),
+    )
+    for name, (side, form, label, figures), budget in itertools.product(
+        tasks, rows, sorted({r["steps"] for r in records})
+    ):
+        # a row per task, side and budget
+        runs = [
+            r
+            for r in records
+            if (r["task"], r["side"], r.get("form", "own"), r["steps"])
+            == (name, side, form, budget)
+            and figures in r
+        ]
+        if not runs:
+            continue
+        steps = sorted({r["steps"] for r in runs})
+        speeds = [r["steps_per_sec"] for r in runs if r["steps_per_sec"] is not None]
+        per_second = spread(speeds, rate) if speeds else rate(None)
+        within = spread([mean_over(r, TRAIN_LENGTHS, figures) for r in runs], percent)
+        beyond = spread([mean_over(r, LONG_LENGTHS, figures) for r in runs], percent)
+        split = (
+            f"{spread([mean_over(r, near, figures) for r in runs], percent)} / "
+            f"{spread([mean_over(r, far, figures) for r in runs], percent)}"
+        )
+        seconds = spread([r["train_s"] for r in runs], lambda v: f"{v:.0f}")
+        lines.append(
+            f"| {name} | {label} | {len(runs)} | {'/'.join(map(str, steps))} | {per_second} "
+            f"| {seconds} | {within} | {beyond} | {split} |"
+        )
     return "\n".join(lines)
 
 
@@ -525,6 +697,9 @@ def main() -> None:
         "--sides", default="paper,jab", help="which sides train (default: %(default)s)"
     )
     parser.add_argument("--skip-check", action="store_true", help="train only")
+    parser.add_argument(
+        "--skip-same-weights", action="store_true", help="no one-model, two-codes comparison"
+    )
     parser.add_argument("--skip-train", action="store_true", help="check the samplers only")
     parser.add_argument("--out", type=Path, default=HERE / "side_by_side.json")
     parser.add_argument("--resume", action="store_true", help="keep the runs in --out")
@@ -542,9 +717,21 @@ def main() -> None:
     paper_modules(args.paper_code)  # a wrong path fails now, not in a child
     found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
     found.setdefault("records", [])
-    if not (args.skip_check and args.skip_train):  # a table of the runs alone writes nothing
+    # a table of the runs alone writes nothing
+    if not (args.skip_check and args.skip_train and args.skip_same_weights):
         found.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
     started = time.perf_counter()
+
+    if not args.skip_same_weights:
+        print("One set of weights in the paper's Transformer and in jab's paper form", flush=True)
+        lengths = [1, 2, 5, 17, 40, 41, 100]
+        rows = []
+        for name in PAPER_NAMES:
+            rows.append(same_weights(args.paper_code, name, lengths, 8))
+            print(f"  {rows[-1]}", flush=True)
+        found["same_weights"] = rows
+        args.out.write_text(json.dumps(found, indent=1) + "\n")
+        print(same_weights_table(rows), flush=True)
 
     if not args.skip_check:
         lengths = lengths_of(args.check_lengths)
@@ -559,11 +746,12 @@ def main() -> None:
         for name in tasks:
             for seed in range(args.seeds):
                 for side in args.sides.split(","):
+                    form = "paper" if side == "jab" else "own"
                     done = [
                         r
                         for r in found["records"]
-                        if (r["task"], r["side"], r["seed"], r["steps"])
-                        == (name, side, seed, args.steps)
+                        if (r["task"], r["side"], r["seed"], r["steps"], r.get("form", "own"))
+                        == (name, side, seed, args.steps, form)
                     ]
                     if done:
                         continue
@@ -595,7 +783,7 @@ def main() -> None:
             flush=True,
         )
         print(table(found["records"], tasks))
-    if not (args.skip_check and args.skip_train):
+    if not (args.skip_check and args.skip_train and args.skip_same_weights):
         found.setdefault("seconds", []).append(round(time.perf_counter() - started))
         args.out.write_text(json.dumps(found, indent=1) + "\n")
 

@@ -237,6 +237,43 @@ class ModelConfig:
         "the model tells the answer from the input by what a token carries, not by where it "
         "is ([Models](models.md#the-answers-own-vector))",
     )
+    # The paper's Transformer (Delétang et al. 2023) as its code builds it, one difference
+    # a key, each for model.arch=encoder alone (docs/models.md#the-papers-transformer).
+    embedding_init: float = setting(
+        0.0,
+        "`encoder` only: the spread of the token embedding's initial values (0: 1/sqrt(`d_model`),"
+        " so that tokens weigh about as much as sinusoidal positions; the paper's code: 0.02, "
+        "tokens six times weaker)",
+        at_least=0,
+    )
+    answer_slots: str = setting(
+        "eos",
+        "`encoder` only: `eos`, the input then `<eos>`, one slot per answer symbol and one "
+        "more, where the model writes `<eos>`; or `exact`, the paper's: no `<eos>` after the "
+        "input and exactly as many slots as the longest answer has symbols, the answer ending "
+        "where its slots end (the tasks whose answers vary in length still write `<eos>`, the "
+        "paper's end marker)",
+        choices=("eos", "exact"),
+    )
+    count_positions: str = setting(
+        "up",
+        "`encoder` only: `up`, the sequence at positions 0, 1, 2, ...; or `down`, the paper's: "
+        "from the sequence's length down to 1 (its last slot at 1), sinusoidal vectors laid out"
+        " as `[sin | cos]` halves; not with `randomized`",
+        choices=("up", "down"),
+    )
+    attention_bias: bool = setting(
+        True,
+        "`encoder` only: biases in the attention's query, key, value and output projections "
+        "(the paper's code has none)",
+    )
+    outputs: str = setting(
+        "vocabulary",
+        "`encoder` only: `vocabulary`, every slot chooses among the whole vocabulary; or "
+        "`classes`, the paper's: among the task's own answer symbols (and `<eos>` where it is "
+        "written), in training's loss as in every answer",
+        choices=("vocabulary", "classes"),
+    )
 
     @property
     def positions(self) -> str:
@@ -275,6 +312,20 @@ class TrainConfig:
         "AdamW's decay of its second moments (optax's and PyTorch's default is 0.999)",
         at_least=0,
         below=1,
+    )
+    lengths: str = setting(
+        "per_row",
+        "`per_row`: each example of a batch draws its own length from `task.min_len` to "
+        "`task.max_len`; `per_batch`, the paper's: one length for the whole batch, drawn so "
+        "(never packed: set `train.pack=false` for a form that packs)",
+        choices=("per_row", "per_batch"),
+    )
+    loss_average: str = setting(
+        "tokens",
+        "`tokens`: the loss is the mean over every answer token of the batch (longer answers "
+        "weigh more); `examples`, the paper's: each example's mean over its answer, then the "
+        "mean over examples (never packed)",
+        choices=("tokens", "examples"),
     )
     clip_norm: float = setting(1.0, "global gradient-norm clipping (0 turns it off)", at_least=0)
     seed: int = setting(

@@ -115,14 +115,20 @@ def one_pass_picture(
     their last two digits; the trailing cells no step wrote, left out)."""
     from jabcli.evaluation.decode import attention_weights
     from jabcli.model.encoder_only import answer_slots
+    from jabcli.tasks import derived
 
     experiment = loaded.experiment
     slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
     seen = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
     count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
+    read = src[0]
+    if experiment.config.model.answer_slots == "exact":  # the paper's: no <eos>, fewer slots
+        read = read[read != EOS_ID]
+        count = len(read) + int(derived.exact_slots(experiment.task, src)[0])
     tokens = experiment.tokenizer.tokens
     written = ["$" if i == EOS_ID else tokens[i] for i in produced]
-    rows = [tokens[i] for i in src[0]] + [f"{SLOT_LABEL}→{token}" for token in written]
+    written = written[: count - len(read)]  # exact slots: the <eos> past them is no slot's
+    rows = [tokens[i] for i in read] + [f"{SLOT_LABEL}→{token}" for token in written]
     rows += [SLOT_LABEL] * (count - len(rows))
     answered = {
         "input": text,

@@ -36,6 +36,9 @@ from jabcli.core.settings import ModelConfig
 from jabcli.model.positions import PositionalScheme, get_scheme
 from jabcli.tasks.contract import Task
 
+# The model keys that make model.arch=encoder the paper's Transformer, a difference each.
+PAPER_OPTIONS = ("embedding_init", "answer_slots", "count_positions", "attention_bias", "outputs")
+
 
 class ModelFns(NamedTuple):
     """Pure functions of (params, rng, ...) a form builds; they share one set of
@@ -76,6 +79,8 @@ class Form:
     # Whether the form can add a learned vector to the answer's tokens
     # (model.answer_embedding): where they continue the input in one sequence.
     marks_answer: ClassVar[bool] = False
+    # Whether it takes the paper's Transformer's options (`PAPER_OPTIONS`): the encoder form.
+    paper_options: ClassVar[bool] = False
 
     @property
     def label(self) -> str:
@@ -96,9 +101,17 @@ class Form:
                 f"input in one sequence (model.arch=decoder); model.arch={self.name} tells "
                 "them apart without it"
             )
+        defaults = ModelConfig()
+        if not self.paper_options:
+            for key in PAPER_OPTIONS:
+                if getattr(m, key) != getattr(defaults, key):
+                    raise JabError(
+                        f"model.{key} is an option of the paper's Transformer, "
+                        f"model.arch=encoder; model.arch={self.name} does not take it (got "
+                        f"{getattr(m, key)})"
+                    )
         if self.memory:
             return
-        defaults = ModelConfig()
         for key in ("memory_size", "memory_cell_size", "memory_grows"):
             if getattr(m, key) != getattr(defaults, key):
                 raise JabError(

@@ -47,7 +47,8 @@ from jabcli.core.settings import ModelConfig
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.model.contract import Form, ModelFns, layer_bytes, pairs, side_schemes
 from jabcli.model.encoder_only import slot_positions
-from jabcli.model.model import Attention, LayerCache, Transformer
+from jabcli.model.layers import LayerCache
+from jabcli.model.model import Attention, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks.contract import Task
 

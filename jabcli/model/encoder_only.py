@@ -23,21 +23,21 @@ Shapes: B batch, S source width, T answer width, N = S + T, V vocabulary.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import haiku as hk
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jabcli.core.errors import JabError
 from jabcli.core.settings import ModelConfig
-from jabcli.core.tokenizer import BOS_ID, PAD_ID
+from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from jabcli.model.attention import NEG_INF
 from jabcli.model.contract import Form, ModelFns, layer_bytes
 from jabcli.model.model import Attention, Transformer
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks import derived
 from jabcli.tasks.contract import Task
+from jabcli.tasks.hinted import Hinted
 
 SLOT_ID = BOS_ID  # an empty answer slot
 
@@ -116,25 +116,53 @@ def sequence(
     return slotted(src, src_positions, slots, tgt_positions)
 
 
+def counted(cfg: ModelConfig, scheme: PositionalScheme, ids: jax.Array, positions: jax.Array):
+    """The positions [B, N] the encoder reads for the sequence ids [B, N]: as drawn, or
+    numbered from the sequence itself where the paper's options say how (model.count_positions
+    `down`: from its length down to 1; with model.answer_slots `exact`, whose sequence
+    has no <eos> after the input, a scheme that counts counts 0, 1, 2, ... over it)."""
+    down = cfg.count_positions == "down"
+    counts = type(scheme).draw is PositionalScheme.draw  # not randomized
+    if not (down or (cfg.answer_slots == "exact" and counts)):
+        return positions
+    real = ids != PAD_ID
+    column = jnp.arange(ids.shape[1])[None, :]
+    numbers = jnp.sum(real, axis=1, keepdims=True) - column if down else column
+    return jnp.where(real, numbers, 0).astype(jnp.int32)
+
+
+def class_ids(cfg: ModelConfig, task: Task) -> list[int]:
+    """The token ids a slot may write with model.outputs=classes: the task's answer
+    symbols, and <eos> where answers end in it (every task with model.answer_slots=eos;
+    with `exact`, those whose answers vary in length, the paper's end marker)."""
+    eos = cfg.answer_slots == "eos" or task.end_scored
+    return [*task.tokenizer.ids(derived.answer_symbols(task)), *([EOS_ID] if eos else [])]
+
+
 class EncoderOnly(hk.Module):
     """Sources and empty answer slots through one encoder: src [B, S] and tgt_in [B, T]
     (its width alone) -> (logits [B, T, V] of the answer's tokens, `Attention` whose
     `encoder` is the self-attention over the whole sequence [layers, B, H, N, N]; it has
-    no decoder or cross-attention)."""
+    no decoder or cross-attention).
+
+    With model.answer_slots=exact the source's <eos> is left out, each source gets one
+    slot per symbol of its longest answer, and the slots past them say <eos> (their
+    logits are fixed: nothing is learnt there). With model.outputs=classes every other
+    token's logit is NEG_INF, so that the loss and the answer are over the classes."""
 
     def __init__(
         self,
         cfg: ModelConfig,
         scheme: PositionalScheme,
         vocab_size: int,
-        slots: Callable[[jax.Array, int], jax.Array],
+        task: Task,
         name: str | None = "encoder_only",
     ):
         super().__init__(name=name)
         # The encoder-decoder's embedding, encoder and output layer; its decoder is never
         # called, so it has no parameters.
         self.transformer = Transformer(cfg, scheme, scheme, vocab_size)
-        self.slots = slots  # (src [B, S], T) -> [B] the slots each source gets
+        self.cfg, self.scheme, self.task, self.vocab_size = cfg, scheme, task, vocab_size
 
     def __call__(
         self,
@@ -150,11 +178,25 @@ class EncoderOnly(hk.Module):
         whole sequence is at 0, 1, 2, ... Rows are never packed (`Experiment.packs`)."""
         if src_segments is not None or tgt_segments is not None:
             raise ValueError("the encoder form trains on one example per row, never packed")
-        slots = self.slots(src, tgt_in.shape[1])
+        exact = self.cfg.answer_slots == "exact"
+        slots = answer_slots(self.task, src, tgt_in.shape[1])
+        if exact:
+            slots = jnp.minimum(derived.exact_slots(self.task, src), tgt_in.shape[1])
+            src = jnp.where(src == EOS_ID, PAD_ID, src)
         ids, positions, where = sequence(src, tgt_in, slots, src_positions, tgt_positions)
+        positions = counted(self.cfg, self.scheme, ids, positions)
         x, weights = self.transformer.encode(ids, positions, is_training)
         answers = jnp.take_along_axis(x, where[:, :, None], axis=1)
-        return self.transformer.to_logits(answers), Attention(weights, None, None)
+        logits = self.transformer.to_logits(answers)
+        if self.cfg.outputs == "classes":
+            allowed = np.zeros(self.vocab_size, bool)
+            allowed[class_ids(self.cfg, self.task)] = True
+            logits = jnp.where(allowed, logits, NEG_INF)
+        if exact:
+            past = jnp.arange(tgt_in.shape[1])[None, :, None] >= slots[:, None, None]
+            ends = jnp.where(jnp.arange(self.vocab_size) == EOS_ID, 0.0, NEG_INF)
+            logits = jnp.where(past, ends, logits)
+        return logits, Attention(weights, None, None)
 
 
 class OnePassForm(Form):
@@ -216,14 +258,31 @@ class Encoder(OnePassForm):
     name = "encoder"
     attention = ("encoder",)
     heads = True
+    paper_options = True
+
+    def schemes(self, m: ModelConfig, task: Task):
+        """The one scheme, checked against the paper's options."""
+        if m.outputs == "classes" and not task.generated:
+            raise JabError(
+                "model.outputs=classes needs a built-in task, whose answer symbols are known; "
+                f"{task.label} is a data file"
+            )
+        if m.outputs == "classes" and isinstance(task, Hinted):
+            raise JabError("model.outputs=classes writes no index hints: not with task.index_hints")
+        scheme, _ = super().schemes(m, task)
+        if m.count_positions == "down" and type(scheme).draw is not PositionalScheme.draw:
+            raise JabError(
+                "model.count_positions=down numbers the sequence from its end; "
+                f"model.pos_encoding={scheme.name} draws positions of its own"
+            )
+        return scheme, scheme
 
     def build(self, m, src_scheme, tgt_scheme, vocab_size, task) -> ModelFns:
         """An answer is one pass of `forward`: there is no incremental decoding, so
         `encode`, `init_cache` and `decode_step` are None."""
 
         def forward(src, tgt_in, **options):
-            slots = functools.partial(answer_slots, task)
-            return EncoderOnly(m, src_scheme, vocab_size, slots)(src, tgt_in, **options)
+            return EncoderOnly(m, src_scheme, vocab_size, task)(src, tgt_in, **options)
 
         transformed = hk.transform(forward)
         return ModelFns(transformed.init, transformed.apply, None, None, None)

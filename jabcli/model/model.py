@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in Haiku.
 
-Read top to bottom: masks, attention, feed-forward, the two layer kinds, then the
-whole model. How positions enter is the positional scheme's business (positions.py):
+The whole model, built of the two layer kinds (layers.py), which are built of attention
+(attention.py). How positions enter is the positional scheme's business (positions.py):
 the model only asks it for vectors, rotations and score biases. Shapes use
 B = batch, S = source time, T = target time, D = d_model, H = heads, K = D / H.
 
@@ -22,256 +22,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from jabcli.core.settings import ModelConfig
-from jabcli.core.tokenizer import PAD_ID
+from jabcli.model.attention import (
+    CachedKeyValues,
+    answer_columns,
+    causal_mask,
+    heads_first,
+    padding_mask,
+    segment_mask,
+)
 from jabcli.model.contract import Form, ModelFns, layer_bytes, side_schemes
+from jabcli.model.layers import DecoderLayer, EncoderLayer, LayerCache
 from jabcli.model.positions import PositionalScheme, counting
 from jabcli.tasks.contract import Task
-
-NEG_INF = -1e9
-
-
-def padding_mask(query_len: int, key_ids: jax.Array) -> jax.Array:
-    """[B, 1, Tq, Tk] True where the key is a real token."""
-    return jnp.broadcast_to(
-        (key_ids != PAD_ID)[:, None, None, :], (key_ids.shape[0], 1, query_len, key_ids.shape[1])
-    )
-
-
-def segment_mask(query_segments: jax.Array, key_segments: jax.Array) -> jax.Array:
-    """[B, 1, Tq, Tk] True where the key is a real token of the query's own example, in
-    rows that pack several (packing.py: segment ids 1, 2, ..., 0 for padding). A padding
-    query may read any real key: its output is never used."""
-    same = query_segments[:, :, None] == key_segments[:, None, :]
-    free = (query_segments == 0)[:, :, None]
-    return ((same | free) & (key_segments != 0)[:, None, :])[:, None]
-
-
-def causal_mask(query_len: int, key_len: int, first: jax.Array | int = 0) -> jax.Array:
-    """[1, 1, Tq, Tk] True where the key is not after the query; queries are target
-    indices first, first + 1, ..."""
-    query_index = first + jnp.arange(query_len)[:, None]
-    return (jnp.arange(key_len)[None, :] <= query_index)[None, None]
-
-
-def answer_columns(index: jax.Array | int, query_len: int, answer_from: int) -> jax.Array:
-    """[query_len] 1.0 where the query tokens from column `index` on are the answer's (at
-    column `answer_from` or later), else 0.0: which tokens model.answer_embedding marks."""
-    return (index + jnp.arange(query_len) >= answer_from).astype(jnp.float32)
-
-
-class KeyValues(NamedTuple):
-    """Keys and values of one attention, each [B, Tk, H, K]."""
-
-    keys: jax.Array
-    values: jax.Array
-
-
-class CachedKeyValues(NamedTuple):
-    """A decoding cache's keys and values, each [B, H, Tk, K]: heads first, the layout the
-    attention's matmuls read, so that a decoding step reads its caches in place instead
-    of transposing every one of them at every step (a third of its time)."""
-
-    keys: jax.Array
-    values: jax.Array
-
-
-def heads_first(kv: KeyValues) -> CachedKeyValues:
-    return CachedKeyValues(*(x.transpose(0, 2, 1, 3) for x in kv))
-
-
-class MultiHeadAttention(hk.Module):
-    """Scaled dot-product attention over H heads that also returns its weights.
-
-    Queries come from `inputs`; keys and values are projected from `context` (the same
-    sequence for self-attention, the encoder's output for cross-attention) by one fused
-    matmul. While decoding, `cache` holds the keys and values computed so far, and the
-    context's are written into it at target index `index`. With no context, `cache`
-    is read as it is: the encoder's keys and values, computed once per sequence.
-    """
-
-    def __init__(
-        self,
-        num_heads: int,
-        d_model: int,
-        scheme: PositionalScheme,
-        causal: bool,
-        name: str | None = None,
-    ):
-        super().__init__(name=name)
-        self.scheme = scheme
-        self.causal = causal
-        self.num_heads = num_heads
-        self.key_size = d_model // num_heads
-        self.query_proj = hk.Linear(d_model, name="query")
-        self.kv_proj = hk.Linear(2 * d_model, name="key_value")
-        self.out_proj = hk.Linear(d_model, name="output")
-
-    def project_kv(self, context: jax.Array, positions: jax.Array) -> KeyValues:
-        """[B, Tk, D] at positions [B, Tk] -> keys and values, each [B, Tk, H, K]."""
-        kv = self.kv_proj(context).reshape(*context.shape[:2], 2, self.num_heads, self.key_size)
-        return KeyValues(self.scheme.rotate(kv[:, :, 0], positions), kv[:, :, 1])
-
-    def __call__(
-        self,
-        inputs: jax.Array,
-        context: jax.Array | None,
-        mask: jax.Array,
-        query_positions: jax.Array,
-        key_positions: jax.Array,
-        cache: KeyValues | CachedKeyValues | None = None,
-        index: jax.Array | int = 0,
-    ) -> tuple[jax.Array, jax.Array, KeyValues | CachedKeyValues]:
-        """[B, Tq, D] -> ([B, Tq, D], weights [B, H, Tq, Tk], the keys and values read)."""
-        batch, query_len, _ = inputs.shape
-        if context is None:
-            kv = cache
-        elif cache is None:
-            kv = self.project_kv(context, key_positions)
-        else:
-            new = heads_first(self.project_kv(context, query_positions))
-            kv = CachedKeyValues(
-                *(
-                    jax.lax.dynamic_update_slice_in_dim(old, part, index, axis=2)
-                    for old, part in zip(cache, new)
-                )
-            )
-        keys = "bhtk" if isinstance(kv, CachedKeyValues) else "bthk"
-        queries = self.query_proj(inputs).reshape(batch, query_len, self.num_heads, self.key_size)
-        queries = self.scheme.rotate(queries, query_positions)
-        logits = jnp.einsum(f"bqhk,{keys}->bhqt", queries, kv.keys) / np.sqrt(self.key_size)
-        bias = self.scheme.score_bias(query_positions, key_positions, self.num_heads, self.causal)
-        if bias is not None:
-            logits = logits + bias
-        logits = jnp.where(mask, self.scheme.scale_scores(logits, mask), NEG_INF)
-        attn_weights = jax.nn.softmax(logits, axis=-1)
-        attended = jnp.einsum(f"bhqt,{keys}->bqhk", attn_weights, kv.values)
-        return self.out_proj(attended.reshape(batch, query_len, -1)), attn_weights, kv
-
-
-class FeedForward(hk.Module):
-    """Position-wise Linear -> activation -> Linear: [B, T, D] -> [B, T, D]."""
-
-    def __init__(self, d_model: int, d_ff: int, activation: str, name: str | None = None):
-        super().__init__(name=name)
-        self.hidden = hk.Linear(d_ff, name="hidden")
-        self.out = hk.Linear(d_model, name="out")
-        self.activation = jax.nn.relu if activation == "relu" else jax.nn.gelu
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.out(self.activation(self.hidden(x)))
-
-
-class Residual(hk.Module):
-    """Add & Norm around a sublayer: post-LN `norm(x + f(x))` or pre-LN `x + f(norm(x))`."""
-
-    def __init__(self, cfg: ModelConfig, name: str | None = None):
-        super().__init__(name=name)
-        self.pre = cfg.norm == "pre"
-        self.dropout = cfg.dropout
-        self.norm = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True, name="norm")
-
-    def __call__(self, x: jax.Array, sublayer: Callable, is_training: bool):
-        out, *extra = sublayer(self.norm(x) if self.pre else x)
-        if is_training and self.dropout:
-            out = hk.dropout(hk.next_rng_key(), self.dropout, out)
-        x = x + out
-        return (x if self.pre else self.norm(x)), *extra
-
-
-class EncoderLayer(hk.Module):
-    """Self-attention then feed-forward, each wrapped in Add & Norm: [B, S, D] -> [B, S, D]."""
-
-    def __init__(self, cfg: ModelConfig, scheme: PositionalScheme, name: str | None = None):
-        super().__init__(name=name)
-        self.self_attn = MultiHeadAttention(
-            cfg.num_heads, cfg.d_model, scheme, causal=False, name="self_attention"
-        )
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
-        self.attn_block = Residual(cfg, name="attention_residual")
-        self.ffn_block = Residual(cfg, name="feed_forward_residual")
-
-    def __call__(self, x, mask, positions, is_training):
-        def attend(h):
-            out, weights, _ = self.self_attn(h, h, mask, positions, positions)
-            return out, weights
-
-        x, weights = self.attn_block(x, attend, is_training)
-        (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
-        return x, weights
-
-
-class LayerCache(NamedTuple):
-    """One decoder layer's keys and values while decoding: its own so far [B, H, T, K]
-    and the encoder's [B, H, S, K] (None for a decoder without cross-attention)."""
-
-    self_kv: CachedKeyValues
-    cross_kv: CachedKeyValues | None
-
-
-class DecoderLayer(hk.Module):
-    """Masked self-attention, cross-attention to the encoder, feed-forward; each Add & Norm.
-    Without `cross` (a decoder-only model, decoder_only.py) there is no cross-attention."""
-
-    def __init__(
-        self,
-        cfg: ModelConfig,
-        scheme: PositionalScheme,
-        cross: bool = True,
-        name: str | None = None,
-    ):
-        super().__init__(name=name)
-        self.self_attn = MultiHeadAttention(
-            cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
-        )
-        self.cross_attn = self.cross_block = None
-        if cross:
-            self.cross_attn = MultiHeadAttention(
-                cfg.num_heads,
-                cfg.d_model,
-                scheme.cross_attention(),
-                causal=False,
-                name="cross_attention",
-            )
-            self.cross_block = Residual(cfg, name="cross_attention_residual")
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, name="feed_forward")
-        self.self_block = Residual(cfg, name="self_attention_residual")
-        self.ffn_block = Residual(cfg, name="feed_forward_residual")
-
-    def __call__(
-        self,
-        x,
-        memory,
-        self_mask,
-        cross_mask,
-        positions,
-        key_positions,
-        src_positions,
-        is_training,
-        cache: LayerCache | None = None,
-        index=0,
-    ):
-        """x [B, Tq, D] at positions [B, Tq] over target keys at `key_positions` and the
-        encoder's `memory` [B, S, D] -> (x, self weights, cross weights, keys and values);
-        without cross-attention, its weights and keys and values are None.
-
-        The encoder's keys and values are projected first; while decoding, the cache
-        already holds them (and memory is None)."""
-        self_kv, cross_kv = (None, None) if cache is None else cache
-        if cache is None and self.cross_attn is not None:
-            cross_kv = self.cross_attn.project_kv(memory, src_positions)
-
-        def self_attend(h):
-            return self.self_attn(h, h, self_mask, positions, key_positions, self_kv, index)
-
-        def cross_attend(h):
-            return self.cross_attn(h, None, cross_mask, positions, src_positions, cross_kv)
-
-        x, self_weights, self_kv = self.self_block(x, self_attend, is_training)
-        cross_weights = None
-        if self.cross_attn is not None:
-            x, cross_weights, cross_kv = self.cross_block(x, cross_attend, is_training)
-        (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
-        return x, self_weights, cross_weights, LayerCache(self_kv, cross_kv)
 
 
 class Attention(NamedTuple):
@@ -280,6 +42,25 @@ class Attention(NamedTuple):
     encoder: jax.Array
     decoder: jax.Array
     cross: jax.Array
+
+
+def position_vectors(cfg: ModelConfig, scheme: PositionalScheme):
+    """The scheme's position vectors (`make_vectors`), or None. Counted down
+    (model.count_positions, the paper's), a sequence of max_positions tokens reaches
+    position max_positions, and the vectors are laid out as the paper's code lays
+    them, `[sin | cos]` halves rather than interleaved: the same numbers, the dimensions
+    in another order."""
+    if cfg.count_positions == "up":
+        return scheme.make_vectors(cfg.max_positions, cfg.d_model)
+    vectors = scheme.make_vectors(cfg.max_positions + 1, cfg.d_model)
+    if vectors is None:
+        return None
+    return lambda positions: halves(vectors(positions))
+
+
+def halves(x: jax.Array) -> jax.Array:
+    """[..., D] with its even dimensions first, then its odd ones."""
+    return jnp.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
 
 
 class Transformer(hk.Module):
@@ -301,12 +82,13 @@ class Transformer(hk.Module):
         self.cfg = cfg
         self.cross = cross  # whether the decoder attends to the encoder (False: decoder-only)
         # Initialised at 1/sqrt(D) so that, once scaled by sqrt(D), token embeddings are about
-        # as large as the positional encoding instead of drowning it out.
+        # as large as the positional encoding instead of drowning it out (model.embedding_init
+        # sets another spread: the paper's 0.02 leaves them six times weaker).
         self.embed = hk.Embed(
             vocab_size,
             cfg.d_model,
             name="embed",
-            w_init=hk.initializers.TruncatedNormal(cfg.d_model**-0.5),
+            w_init=hk.initializers.TruncatedNormal(cfg.embedding_init or cfg.d_model**-0.5),
         )
         # With model.loops > 1 the layers run loops times over, one weight set for every
         # pass (a Universal Transformer's weight sharing, Dehghani et al. 2019): as deep
@@ -319,11 +101,9 @@ class Transformer(hk.Module):
             DecoderLayer(cfg, tgt_scheme, cross, name=f"decoder_{i}") for i in range(cfg.num_layers)
         ]
         # One table when both sides share a scheme (a learned one is then shared too).
-        self.src_vectors = src_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+        self.src_vectors = position_vectors(cfg, src_scheme)
         self.tgt_vectors = (
-            self.src_vectors
-            if tgt_scheme is src_scheme
-            else tgt_scheme.make_vectors(cfg.max_positions, cfg.d_model)
+            self.src_vectors if tgt_scheme is src_scheme else position_vectors(cfg, tgt_scheme)
         )
         self.final_norms = [
             hk.LayerNorm(-1, True, True, name=f"{side}_final_norm")

@@ -170,6 +170,7 @@ class Binary(Task):
     min_length = 3
     operator: ClassVar[str] = ""
     end_scored = True  # the paper's answer ends in a marker, scored like a symbol
+    classes: ClassVar[str] = "01"  # what its answers are written in (derived.answer_symbols)
 
     def check_input(self, text):
         a, op, b = text.partition(self.operator)

@@ -41,6 +41,13 @@ def answer_width(task: Task, length):
     return answer_tokens(task, length) + 1
 
 
+def answer_symbols(task: Task) -> str:
+    """The symbols a task's answers are written in: its classes where it has them (a
+    class task's digits, a stack's or a binary number's 0 and 1), else its alphabet and
+    the symbols its answers write beyond it."""
+    return getattr(task, "classes", None) or task.alphabet + task.symbols
+
+
 def widths(task: Task, max_len: int) -> tuple[int, int]:
     """The source and answer widths of sources of up to `max_len` symbols, each with its
     <eos>: the arrays a batch of them is made of, and the positions they need."""
@@ -50,6 +57,13 @@ def widths(task: Task, max_len: int) -> tuple[int, int]:
 def answer_slots(task: Task, src: jax.Array) -> jax.Array:
     """[B] decoder slots each source of src [B, S] may use: its longest answer and <eos>."""
     return answer_width(task, source_lengths(src) // tokens_per_symbol(task))
+
+
+def exact_slots(task: Task, src: jax.Array) -> jax.Array:
+    """[B] the answer slots of model.answer_slots=exact, the paper's, for sources src [B, S]:
+    one per symbol of the longest answer, and one for its <eos> only where the task's
+    answers vary in length and end in a marker (`end_scored`)."""
+    return answer_slots(task, src) - (0 if task.end_scored else 1)
 
 
 def answer_width_for(task: Task, src_width: int) -> int:

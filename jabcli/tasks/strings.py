@@ -151,6 +151,7 @@ class StackManipulation(Task):
     default_alphabet = "01-ab"
     fixed_alphabet = True
     actions: ClassVar[str] = "-ab"
+    classes: ClassVar[str] = "01"  # what its answers are written in (derived.answer_symbols)
 
     def check_input(self, text):
         stack = text.rstrip(self.actions)
