@@ -70,6 +70,14 @@ class Scores(Figures):
     examples: list[Example]
 
 
+class HeldOutResult(Scores):
+    """One seed's held-out evaluation as `Trainer.run` reports it (`on_eval`): its scores,
+    the step it was made at, and whether it reached train.target_seq_acc."""
+
+    step: int
+    at_target: bool
+
+
 FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
 
 

@@ -23,7 +23,12 @@ from jabcli.core import memory, runtime
 from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.core.spread import every_seed
-from jabcli.evaluation.evaluate import HeldOut, Scores, check_evaluation_memory, evaluate
+from jabcli.evaluation.evaluate import (
+    HeldOut,
+    HeldOutResult,
+    check_evaluation_memory,
+    evaluate,
+)
 from jabcli.experiment.experiment import Experiment
 from jabcli.training.programs import (
     INIT_COMPILER_OPTIONS,
@@ -80,14 +85,6 @@ applied_rate = jax.jit(learning_rate, static_argnums=1)
 
 
 Callback = Callable[[list[dict]], None]  # receives one record (or result) per seed
-
-
-class HeldOutResult(Scores):
-    """One seed's held-out evaluation as `Trainer.run` reports it (`on_eval`): its scores,
-    the step it was made at, and whether it reached train.target_seq_acc."""
-
-    step: int
-    at_target: bool
 
 
 def check(experiment: Experiment) -> tuple[int, str]:
