@@ -345,7 +345,7 @@ def test_an_lstm_run_trains_resumes_evaluates_predicts_and_compares_in_seeds(tmp
     refused = jab_here("show-attention", "--run", "runs/l/seed-0", cwd=tmp_path, check=False)
     assert refused.returncode != 0 and refused.stdout == ""
     assert refused.stderr.strip() == (
-        "jab: error: a model.arch=lstm run has no attention and no memory to draw"
+        "jab: error: a model.arch=lstm run has no attention or memory that jab can draw"
     )
     # Any length, as far as memory goes: one that would not fit is refused in one line.
     from jabcli.core import memory

@@ -50,7 +50,8 @@ def attention(loaded: Loaded, text: str | None, kind: str | None = None) -> Atte
     experiment = loaded.experiment
     form = experiment.form
     if not form.attention:
-        raise JabError(f"a model.arch={form.name} run has no attention and no memory to draw")
+        arch = experiment.config.model.arch  # a form of the user's own: as they named it
+        raise JabError(f"a model.arch={arch} run has no attention or memory that jab can draw")
     kind = kind or form.attention[0]
     if kind not in ATTENTION_KINDS:
         raise JabError(f"attention kind must be one of {', '.join(ATTENTION_KINDS)}, got {kind!r}")
