@@ -56,13 +56,13 @@ class Answers:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.begun: OrderedDict[bytes, Future] = OrderedDict()
+        self.begun: OrderedDict[tuple, Future] = OrderedDict()
         self.pool: ThreadPoolExecutor | None = None
         self.asked = self.found_begun = 0  # batches asked for, and of those, found begun
         self.failed: UserCodeError | None = None  # what `solve` raised (`failure`)
 
     def begin(self, task: Task, tokens: Any, lengths: Any, width: int) -> None:
-        key = content(tokens, lengths)
+        key = content(task, tokens, lengths)
         with self.lock:
             if self.pool is None:
                 self.pool = ThreadPoolExecutor(1, thread_name_prefix="jab-solve")
@@ -73,7 +73,7 @@ class Answers:
 
     def get(self, task: Task, tokens: Any, lengths: Any, width: int) -> tuple[Any, Any]:
         with self.lock:
-            begun = self.begun.pop(content(tokens, lengths), None)
+            begun = self.begun.pop(content(task, tokens, lengths), None)
             self.asked += 1
             self.found_begun += begun is not None
         if begun is not None:
@@ -103,8 +103,10 @@ def failure() -> UserCodeError | None:
 _ahead = threading.local()  # set while the next step's batch is traced
 
 
-def content(tokens: Any, lengths: Any) -> bytes:
-    return np.asarray(tokens).tobytes() + b"|" + np.asarray(lengths).tobytes()
+def content(task: Task, tokens: Any, lengths: Any) -> tuple:
+    """What a batch's answers are known by: its task (its class and options) and sources."""
+    tokens, lengths = np.asarray(tokens), np.asarray(lengths)
+    return type(task), task, tokens.shape, tokens.tobytes(), lengths.tobytes()
 
 
 def solve_rows(task: Task, tokens: Any, lengths: Any, width: int) -> tuple[Any, Any]:
