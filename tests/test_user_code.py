@@ -7,7 +7,6 @@ only when trusted, and mistakes in the user's code named."""
 import json
 import re
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -432,41 +431,32 @@ def test_a_study_grids_a_users_scheme_found_next_to_the_study_file(trained, tmp_
     assert len(list((tmp_path / "study").glob("*/pos_encoding-code.py"))) == 1
 
 
-def test_a_users_reads_that_points_outside_the_input_is_named(tmp_path, monkeypatch):
-    code = example() + textwrap.dedent("""
-        def reads(self, steps, lengths):  # the last symbol, then the first: off by one
-            return jnp.where(steps == 0, lengths, 0)
-        """).replace("\n", "\n    ")
+READS = """
+def reads(self, steps, lengths):  # the last symbol, then the first: off by one
+    return jnp.where(steps == 0, lengths, 0)
+"""
+ALIGNMENT = """
+def alignment(self, src, width):  # the last symbol, then the first: off by one
+    lengths = jnp.sum(src > 2, axis=1, keepdims=True)
+    columns = jnp.arange(src.shape[1])[None, :]
+    source = jnp.where(columns < lengths, columns, -2)
+    steps = jnp.arange(width)[None, :]
+    answer = jnp.where(steps == 0, lengths, jnp.where(steps == 1, 0, -2))
+    return source, answer
+"""
+
+
+@pytest.mark.parametrize("method", [READS, ALIGNMENT], ids=["reads", "alignment"])
+def test_a_users_reads_or_alignment_that_points_outside_the_input_is_named(
+    method, tmp_path, monkeypatch
+):
+    code = example() + method.replace("\n", "\n    ")
+    name = method.split("(")[0].split()[-1]
     (tmp_path / "ends.py").write_text(code)
     refused = jab_here("train", "--task", "ends.py:Ends", *SETS, "--out", "run", cwd=tmp_path,
                        check=False)  # fmt: skip
     assert refused.returncode == 2, refused.stderr
-    assert "task ends: reads points outside the input" in refused.stderr
-    assert "at answer step 0: index" in refused.stderr and refused.stderr.count("\n") == 1
-    (tmp_path / "ends.py").write_text(
-        code.replace("steps == 0, lengths, 0", "steps == 0, lengths - 1, 0")
-    )
-    from jabcli.experiment.resolve import resolve
-
-    monkeypatch.chdir(tmp_path)
-    assert resolve("ends.py:Ends", sets=TINY_SETS).task.name == "ends"  # right: accepted
-
-
-def test_a_users_alignment_that_lines_up_with_nothing_in_the_input_is_named(tmp_path, monkeypatch):
-    code = example() + textwrap.dedent("""
-        def alignment(self, src, width):  # the last symbol, then the first: off by one
-            lengths = jnp.sum(src > 2, axis=1, keepdims=True)
-            columns = jnp.arange(src.shape[1])[None, :]
-            source = jnp.where(columns < lengths, columns, -2)
-            steps = jnp.arange(width)[None, :]
-            answer = jnp.where(steps == 0, lengths, jnp.where(steps == 1, 0, -2))
-            return source, answer
-        """).replace("\n", "\n    ")
-    (tmp_path / "ends.py").write_text(code)
-    refused = jab_here("train", "--task", "ends.py:Ends", *SETS, "--out", "run", cwd=tmp_path,
-                       check=False)  # fmt: skip
-    assert refused.returncode == 2, refused.stderr
-    assert "task ends: alignment points outside the input" in refused.stderr
+    assert f"task ends: {name} points outside the input" in refused.stderr
     assert "at answer step 0: index" in refused.stderr and refused.stderr.count("\n") == 1
     assert not (tmp_path / "run").exists()
     (tmp_path / "ends.py").write_text(
