@@ -69,7 +69,7 @@ PRESET = HERE.parent / "configs" / "paper_transformer.yaml"  # the study's base.
 PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import each other
 
 TRAIN_LENGTHS = list(range(1, 41))
-LONG_LENGTHS = list(range(41, 500, 10))  # 41, 51, ..., 491
+LONG_LENGTHS = list(range(41, 500, 10))  # 41, 51, ..., 491; --long-lengths scores fewer
 WARM = 100  # steps left out of steps/s on both sides: the first compilations
 BATCH = 128
 LEARNING_RATE = 1e-3
@@ -414,7 +414,9 @@ class Timed:
         return getattr(self.task, name)
 
 
-def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int) -> dict:
+def train_paper(
+    paper_path: Path, name: str, seed: int, steps: int, samples: int, long: list[int]
+) -> dict:
     """The paper's Transformer trained by its own loop, as experiments/example.py builds
     it, then scored as its range evaluation scores."""
     import haiku as hk
@@ -484,7 +486,7 @@ def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int
                 parts.append(float(np.mean(accuracy_fn(outputs, batch["output"]))))
             return float(np.mean(parts))
 
-        return {n: accuracy(n) for n in TRAIN_LENGTHS + LONG_LENGTHS}
+        return {n: accuracy(n) for n in TRAIN_LENGTHS + long}
 
     tic_eval = time.perf_counter()
     scores = accuracies(jax.jit(model.apply))
@@ -499,7 +501,7 @@ def train_paper(paper_path: Path, name: str, seed: int, steps: int, samples: int
     }
 
 
-def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
+def train_jab(name: str, seed: int, steps: int, samples: int, long: list[int]) -> dict:
     """jab's paper form (configs/paper_transformer.yaml), then scored as
     `jab eval --force-length` scores (`forced_symbol_acc`) at each length."""
     import jax
@@ -554,7 +556,7 @@ def train_jab(name: str, seed: int, steps: int, samples: int) -> dict:
 
     tic_eval = time.perf_counter()
     scores = accuracies(TRAIN_LENGTHS, jax.random.PRNGKey(1))
-    scores |= accuracies(LONG_LENGTHS, jax.random.PRNGKey(2))
+    scores |= accuracies(long, jax.random.PRNGKey(2))
     return {
         "steps_per_sec": rate,
         "steps_per_sec_second_half": late,
@@ -575,13 +577,13 @@ def speed(chunks: list[dict], after: int) -> float | None:
     return sum(n for n, _ in done) / sum(n / s for n, s in done) if done else None
 
 
-def one_run(paper_path: Path, spec: str, steps: int, samples: int) -> None:
+def one_run(paper_path: Path, spec: str, steps: int, samples: int, long: list[int]) -> None:
     """A child process: one task, one side, one seed; its record as JSON on stdout."""
     name, side, seed = spec.split(":")
     if side == "paper":
-        found = train_paper(paper_path, name, int(seed), steps, samples)
+        found = train_paper(paper_path, name, int(seed), steps, samples, long)
     else:
-        found = train_jab(name, int(seed), steps, samples)
+        found = train_jab(name, int(seed), steps, samples, long)
     for figures in ("per_length", "per_length_no_dropout"):
         if figures in found:
             found[figures] = {str(n): acc for n, acc in found[figures].items()}
@@ -696,6 +698,12 @@ def main() -> None:
     parser.add_argument(
         "--sides", default="paper,jab", help="which sides train (default: %(default)s)"
     )
+    parser.add_argument(
+        "--long-lengths",
+        default="41-491/10",
+        help="lengths scored beyond training, within 41-491/10 (default %(default)s; "
+        "41-491/50 scores 10 of them, a fifth of the compilations on the paper's side)",
+    )
     parser.add_argument("--skip-check", action="store_true", help="train only")
     parser.add_argument(
         "--skip-same-weights", action="store_true", help="no one-model, two-codes comparison"
@@ -705,8 +713,11 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="keep the runs in --out")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # TASK:SIDE:SEED, a child's run
     args = parser.parse_args()
+    long = lengths_of(args.long_lengths)
+    if not set(long) <= set(LONG_LENGTHS):
+        raise SystemExit(f"--long-lengths must lie within 41-491/10, not {args.long_lengths}")
     if args.one:
-        one_run(args.paper_code, args.one, args.steps, args.samples)
+        one_run(args.paper_code, args.one, args.steps, args.samples, long)
         return
     tasks = args.tasks.split(",")
     if set(args.sides.split(",")) - {"paper", "jab"}:
@@ -758,6 +769,7 @@ def main() -> None:
                     print(f"Training {name}, {side}, seed {seed}", flush=True)
                     one = [str(args.paper_code), "--one", f"{name}:{side}:{seed}"]
                     sizes = ["--steps", str(args.steps), "--samples", str(args.samples)]
+                    sizes += ["--long-lengths", args.long_lengths]
                     child = subprocess.run(
                         [sys.executable, __file__, *one, *sizes],
                         stdout=subprocess.PIPE,
@@ -778,7 +790,7 @@ def main() -> None:
         print(
             f"\nThe paper's score (per-symbol accuracy at the answer's true length, each "
             f"length weighing the same), {args.samples} inputs per length on 1-40 and on "
-            f"41, 51, ..., 491; steps/s after the first {WARM} steps; training s: the whole "
+            f"{describe(long)}; steps/s after the first {WARM} steps; training s: the whole "
             f"training call, compilations included; median [min-max] over seeds\n",
             flush=True,
         )
