@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a machine with a GPU owes jab, in one script of at most 8 minutes on one GPU:
 #   1. the device JAX computes on, and the settings jab gives it;
-#   2. the tests that touch devices (tests/test_devices.py, tests/test_sharding.py);
+#   2. the tests that touch devices (tests/core/test_devices.py, tests/training/test_sharding.py);
 #   3. the training throughput table (benchmarks/run.py --sections train);
 #   4. the paper's study, studies/chomsky_paper.yaml, at its 10,000 steps, each cell's three
 #      seeds trained together in one process, for what is left of the 8 minutes (stopped by
@@ -12,7 +12,7 @@
 #   bash benchmarks/device_check.sh [OUT]            # OUT: where results go (default: a new folder)
 #   bash benchmarks/device_check.sh --quick [OUT]    # any machine, a CPU too: a few minutes
 #
-# --quick runs every step at a smoke-test size (tests/test_devices.py alone, run.py --quick, two
+# --quick runs every step at a smoke-test size (tests/core/test_devices.py alone, run.py --quick, two
 # cells of the study for 20 steps and 2 seeds, measured at lengths 41-50): it checks that the
 # script works, not the figures. PYTHON names the interpreter (default: python3);
 # DEVICE_CHECK_SECONDS the whole budget (default 480). Everything printed also goes to
@@ -53,8 +53,8 @@ if command -v nvidia-smi > /dev/null; then
 fi
 
 section "tests that touch devices"
-tests=(tests/test_devices.py tests/test_sharding.py)
-((quick)) && tests=(tests/test_devices.py)
+tests=(tests/core/test_devices.py tests/training/test_sharding.py)
+((quick)) && tests=(tests/core/test_devices.py)
 "$python" -m pytest -q -p no:cacheprovider "${tests[@]}" || failed+=(tests)
 
 section "training throughput"

@@ -98,29 +98,56 @@ def trained(tmp_path_factory, worker_id):
     return once(tmp_path_factory, worker_id, "trained", train)[0]
 
 
+@pytest.fixture
+def three_checkpoints(trained, tmp_path) -> Path:
+    """A copy of the session's tiny run: TINY for 300 steps, checkpoints at 100, 200, 300."""
+    shutil.copytree(trained / "runs" / "tiny", tmp_path / "run")
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory, worker_id):
+    """The smoke study's two cells (jabrun.SMOKE_TEXT) run by `jab study run` into
+    runs/smoke of a fresh folder, once for the whole session, and what it printed."""
+    from jabrun import SMOKE_TEXT, jab_here, once
+
+    def run(cwd: Path) -> str:
+        (cwd / "smoke.yaml").write_text(SMOKE_TEXT)
+        return jab_here("study", "run", cwd / "smoke.yaml", cwd=cwd).stdout
+
+    return once(tmp_path_factory, worker_id, "smoke-study", run)
+
+
 # pytest-xdist hands out whole files (--dist loadfile, pyproject.toml) in the order of
 # their tests: the longest first (seconds of one session on the 2-core machine, the two
-# workers side by side: a study's worker processes and Ray clusters, the models'
-# compilations, ...), so that the two workers end together rather than one waiting on
-# the other's last long file. Files not named here come after these.
+# workers side by side while a benchmark ran beside them: a study's worker processes and
+# Ray clusters, the models' compilations, ...), so that the two workers end together
+# rather than one waiting on the other's last long file. Files not named here come after.
 LONGEST_FIRST = (
-    "test_study.py",  # 74 s
-    "test_runs.py",  # 70
-    "test_model.py",  # 52
-    "test_cli.py",  # 47
-    "test_recurrent.py",  # 26
-    "test_tasks.py",  # 22
-    "test_positions.py",  # 15
-    "test_seeds.py",  # 14
-    "test_logging.py",  # 14
-    "test_api.py",  # 11
-    "test_packing.py",  # 10
-    "test_sharding.py",  # 8
-    "test_scratchpad.py",  # 7
-    "test_file_task.py",  # 7
+    "test_study.py",  # 154 s
+    "test_user_code.py",  # 87
+    "test_decode.py",  # 86
+    "test_runtime.py",  # 85
+    "test_tasks.py",  # 74
+    "test_cli.py",  # 72
+    "test_training.py",  # 59
+    "test_recurrent.py",  # 56
+    "test_model.py",  # 55
+    "test_seeds.py",  # 32
+    "test_logging.py",  # 27
+    "test_positions.py",  # 26
+    "test_api.py",  # 25
+    "test_paper_model.py",  # 23
+    "test_sharding.py",  # 14
+    "test_packing.py",  # 13
+    "test_file_task.py",  # 13
+    "test_scratchpad.py",  # 10
+    "test_runs.py",  # 8
     "test_notebook.py",  # 7
-    "test_bad_input.py",  # 5
-    "test_layout.py",  # 4
+    "test_checkpoints.py",  # 7
+    "test_layout.py",  # 7
+    "test_docs.py",  # 4
+    "test_bad_input.py",  # 3
 )
 
 

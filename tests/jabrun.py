@@ -158,3 +158,18 @@ def once(tmp_path_factory, worker_id: str, name: str, make) -> tuple[Path, str]:
             cwd.mkdir()
             made.write_text(make(cwd))
     return cwd, made.read_text()
+
+
+def compiling(program: str, log: str) -> bool:
+    """Whether JAX's log (JAX_LOG_COMPILES) says it compiled `program`: 'Compiling
+    jit(NAME)' in today's JAX, 'Compiling NAME with global shapes' in 0.6 (Python 3.10's)."""
+    return f"Compiling jit({program})" in log or f"Compiling {program} with" in log
+
+
+# studies/smoke.yaml with one encoding, randomized (positions drawn at random, so that
+# equal results after a resume or on Ray say the draws are reproducible): two cells, each
+# a worker process, instead of four.
+SMOKE = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
+SMOKE_TEXT = SMOKE.read_text().replace("[sinusoidal, randomized]", "[randomized]")
+CELLS = ["copy-randomized", "reverse-randomized"]
+assert SMOKE_TEXT != SMOKE.read_text()  # the file still grids those two encodings

@@ -219,3 +219,16 @@ def test_jab_imports_no_private_module_of_another_package():
         and any(part.startswith("_") for part in imported.split(".")[1:])
     }
     assert private == set()
+
+
+def test_the_tests_of_each_layer_sit_in_a_folder_named_for_it():
+    """tests/ mirrors jabcli/: a layer's tests in tests/LAYER/, named for the module they
+    check (test_checkpoints.py for training/checkpoints.py); only what checks the whole
+    package (its layout, its docs) sits at the top, beside the shared fixtures."""
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert folders <= set(LAYERS), sorted(folders - set(LAYERS))
+    for path in tests.rglob("test_*.py"):
+        assert path.parent == tests or path.parent.parent == tests, path
+    at_top = sorted(p.name for p in tests.glob("test_*.py"))
+    assert at_top == ["test_docs.py", "test_layout.py"], at_top

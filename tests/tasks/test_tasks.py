@@ -160,7 +160,7 @@ def test_the_protocol_study_builds_each_task_as_the_papers_experiments_did(
 
     from jabcli.studies import study_file
 
-    study = study_file.read(Path(__file__).resolve().parent.parent / "studies" / file)
+    study = study_file.read(Path(__file__).resolve().parents[2] / "studies" / file)
     expected = {
         "reverse": {"alphabet": "01"},
         "duplicate": {"alphabet": "01"},

@@ -168,7 +168,7 @@ def test_api_calls_check_their_arguments_and_take_runs_wherever_paths_go(trained
         jab.curves([])
 
 
-SMOKE = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
+SMOKE = Path(__file__).resolve().parents[2] / "studies" / "smoke.yaml"
 WRONG_TYPES = {
     "an int to predict": (lambda run: run.predict(12345), "inputs are strings"),
     "None to predict": (lambda run: run.predict(None), "inputs are strings"),

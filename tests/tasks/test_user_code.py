@@ -15,7 +15,7 @@ from jabrun import TINY, TINY_OVERRIDES, TINY_SETS, jab_here
 
 import jabcli as jab
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 SETS = [arg for value in TINY_SETS for arg in ("--set", value)]
 
 

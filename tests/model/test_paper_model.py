@@ -20,7 +20,7 @@ from jabcli.model.positions import get_scheme
 from jabcli.training import training
 from jabcli.training.training import cross_entropy, training_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "configs" / "paper_transformer.yaml"
 SMALL = {"model.num_layers": 1, "model.d_model": 16, "model.d_ff": 32, "model.num_heads": 2}
 SMALL |= {"train.batch_size": 16, "task.max_len": 8, "train.eval_samples": 32}

@@ -12,30 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from jabrun import interrupt_when, jab, jab_here, once
+from jabrun import CELLS, SMOKE_TEXT, interrupt_when, jab, jab_here
 
 from jabcli.core.errors import JabError
 from jabcli.studies.study_file import read
 
-ROOT = Path(__file__).resolve().parent.parent
-# studies/smoke.yaml with one encoding, randomized (positions drawn at random, so that
-# equal results after a resume or on Ray say the draws are reproducible): two cells, each
-# a worker process, instead of four.
-SMOKE = ROOT / "studies" / "smoke.yaml"
-SMOKE_TEXT = SMOKE.read_text().replace("[sinusoidal, randomized]", "[randomized]")
-CELLS = ["copy-randomized", "reverse-randomized"]
-assert SMOKE_TEXT != SMOKE.read_text()  # the file still grids those two encodings
+ROOT = Path(__file__).resolve().parents[2]
 TIMING = ("steps_per_sec", "elapsed_s")
-
-
-@pytest.fixture(scope="session")
-def smoke(tmp_path_factory, worker_id):
-    """The smoke study's two cells (SMOKE_TEXT) run by `jab study run` into runs/smoke of a
-    fresh folder, once for the whole session, and what it printed."""
-    return once(
-        tmp_path_factory, worker_id, "smoke-study",
-        lambda cwd: jab_here("study", "run", write(cwd / "smoke.yaml", SMOKE_TEXT), cwd=cwd).stdout,
-    )  # fmt: skip
 
 
 def results(folder: Path, cells: list[str] = CELLS) -> dict:

@@ -1,3 +1,5 @@
+"""."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -183,43 +185,3 @@ def test_no_source_positions_make_the_encoder_blind_to_order():
     memory, shuffled, logits, logits_shuffled = outputs["sinusoidal"]
     assert not np.allclose(memory, shuffled, atol=1e-3)
     assert not np.allclose(logits, logits_shuffled, atol=1e-3)
-
-
-# One scheme of each way positions can depend on a batch: fixed per index, drawn at
-# random per input, scaled by each input's own length, coupled to the answer, and
-# hints that double every input.
-CHUNKED = ["sinusoidal", "randomized", "distance", "coupled_sinusoidal", "hinted"]
-
-
-@pytest.mark.parametrize("scheme", CHUNKED)
-def test_decoding_in_chunks_of_similar_length_gives_the_answers_of_one_batch(scheme):
-    """`jab eval` decodes its inputs sorted into chunks of similar length, each as wide
-    as its longest; every answer (and every forced-length answer) is the one a single
-    batch of all of them gives, whatever the positional scheme: fixed, drawn at random
-    per input, relative, coupled, or with index hints."""
-    from jabcli.evaluation.decode import answer, decode_rows, free, plan, row_keys
-    from jabcli.evaluation.evaluate import draw_held_out
-    from jabcli.experiment.resolve import resolve
-
-    sets = ["model.d_model=16", "model.d_ff=32", "model.num_layers=1", "task.max_len=10"]
-    sets.append("task.index_hints=true" if scheme == "hinted" else f"model.pos_encoding={scheme}")
-    experiment = resolve("reverse", sets=sets)
-    held_out = draw_held_out(experiment, jax.random.PRNGKey(1), 2, 1, 10, each_length=True)
-    src, max_out = np.asarray(held_out.src), held_out.tgt_out.shape[1]
-    params = experiment.model.init(jax.random.PRNGKey(2), held_out.src, held_out.tgt_in)
-    params = jax.tree_util.tree_map(lambda w: 3 * w, params)  # answers that vary
-    key, rows = jax.random.PRNGKey(3), np.arange(len(src))
-    budget = 16 * 2**10  # a few rows a chunk: many chunks, of several widths
-    chunks = plan(experiment, src, max_out, budget)
-    assert len({width for _, width, _, _ in chunks}) >= 2 and len(chunks) >= 4
-    # Free lengths: the program decode_rows runs, unforced as forced.
-    whole, _ = answer(experiment, params, row_keys(key, rows), src, max_out, free(src))
-    chunked = decode_rows(experiment, params, key, src, max_out, budget=budget)
-    np.testing.assert_array_equal(chunked, whole)
-    assert len(np.unique(chunked)) > 4
-    if scheme != "coupled_sinusoidal":
-        return  # forced lengths: with the scheme they are most used with
-    lengths = np.asarray(np.sum(held_out.tgt_out != 0, axis=1) - 1)  # forced to the truth
-    whole, _ = answer(experiment, params, row_keys(key, rows), src, max_out, lengths)
-    chunked = decode_rows(experiment, params, key, src, max_out, lengths, budget=budget)
-    np.testing.assert_array_equal(chunked, whole)

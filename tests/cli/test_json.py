@@ -5,7 +5,7 @@ the folder the tests ran in, and the value of every float: an accuracy after 300
 is a fact about this machine's floating-point rounding, its key and type are jab's).
 
 After a deliberate change of a JSON shape, write the pins again with
-`JAB_PIN_JSON=1 pytest tests/test_json.py` and read the diff of tests/json/."""
+`JAB_PIN_JSON=1 pytest tests/cli/test_json.py` and read the diff of tests/cli/json/."""
 
 import json
 import os
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from jabrun import jab_here
-from test_study import smoke  # noqa: F401  (the fixture, shared with test_study.py)
 
 PINS = Path(__file__).parent / "json"
 VARIES = ("created", "train_s", "eval_s", "elapsed_s", "steps_per_sec")
@@ -57,7 +56,7 @@ def normalised(value, cwd: str):
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_every_json_output_is_as_pinned(name, trained, smoke):  # noqa: F811
+def test_every_json_output_is_as_pinned(name, trained, smoke):
     folder, args = COMMANDS[name]
     cwd = trained if folder == "trained" else smoke[0]
     out = json.loads(jab_here(*args, "--json", cwd=cwd).stdout)

@@ -1,3 +1,5 @@
+"""."""
+
 import math
 
 import jax
@@ -5,40 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from tiny_models import DECODER_FORM, decoder_form, make
 
 from jabcli.core.errors import JabError
-from jabcli.core.settings import ModelConfig
-from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from jabcli.evaluation.decode import FREE, free, greedy_decode, greedy_decode_full
+from jabcli.core.tokenizer import EOS_ID, PAD_ID
+from jabcli.evaluation.decode import free, greedy_decode
 from jabcli.experiment.resolve import resolve
-from jabcli.model.model import answer_columns, build
-from jabcli.model.positions import SCHEMES, get_scheme, sinusoidal_encoding
+from jabcli.model.model import answer_columns
+from jabcli.model.positions import SCHEMES, sinusoidal_encoding
 from jabcli.model.registry import FORMS
 from jabcli.tasks import derived
-
-VOCAB = 20
-
-
-def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=1, loops=1):
-    cfg = ModelConfig(
-        d_model=32,
-        num_heads=4,
-        num_layers=num_layers,
-        loops=loops,
-        d_ff=64,
-        dropout=0.1,
-        norm=norm,
-        activation=activation,
-        pos_encoding=pos_encoding,
-        max_positions=64,
-    )
-    scheme = get_scheme(pos_encoding)
-    fns = build(cfg, scheme, scheme, VOCAB)
-    fns = fns._replace(forward=jax.jit(fns.forward, static_argnames="is_training"))
-    src = jnp.array([[5, 6, 7, 8, PAD_ID], [9, 10, PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
-    tgt = jnp.array([[BOS_ID, 8, 7, 6, 5], [BOS_ID, 10, 9, PAD_ID, PAD_ID]], jnp.int32)
-    params = fns.init(jax.random.PRNGKey(0), src, tgt)
-    return fns, params, src, tgt, scheme
 
 
 def test_positional_encoding_follows_the_paper_formula():
@@ -90,87 +68,11 @@ def test_dropout_is_active_only_in_training():
     np.testing.assert_array_equal(c, d)
 
 
-@pytest.mark.parametrize(
-    "norm, pos_encoding, num_layers, loops",
-    [("pre", "sinusoidal", 2, 1), ("pre", "rope", 1, 3)] + [("post", e, 1, 1) for e in SCHEMES],
-)
-def test_cached_decoding_gives_the_same_answers_as_full_recomputation(
-    norm, pos_encoding, num_layers, loops
-):
-    fns, params, _, _, scheme = make(
-        norm, pos_encoding=pos_encoding, num_layers=num_layers, loops=loops
-    )
-    # Larger weights than at initialisation, so that answers vary from token to token.
-    params = jax.tree_util.tree_map(lambda w: 3 * w, params)
-    # Sources of every length from 1 to 8, then <eos> and padding, as evaluation sees them.
-    lengths = jnp.arange(16) % 8 + 1
-    columns = jnp.arange(9)[None, :]
-    symbols = jax.random.randint(jax.random.PRNGKey(3), (16, 9), 3, VOCAB)
-    src = jnp.where(columns < lengths[:, None], symbols, PAD_ID)
-    src = jnp.where(columns == lengths[:, None], EOS_ID, src)
-    counts = lengths + 1
-    positions = (
-        scheme.draw(jax.random.PRNGKey(4), counts, 9, 64),
-        scheme.draw(jax.random.PRNGKey(5), counts + 3, 12, 64),
-    )
-    slow = greedy_decode_full(fns, params, src, 12, *positions)
-    assert len(np.unique(np.asarray(slow))) > 3
-    # Cached decoding gives those answers, and padding is masked in its cross-attention
-    # too: it is given 4 columns more of it (one program to lower, not two).
-    wider = jnp.pad(src, ((0, 0), (0, 4)), constant_values=PAD_ID)
-    wider_positions = (scheme.draw(jax.random.PRNGKey(4), counts, 13, 64), positions[1])
-    np.testing.assert_array_equal(greedy_decode(fns, params, wider, 12, *wider_positions), slow)
-
-    # The same token everywhere after <bos>: only positions can make the outputs differ.
-    same = jnp.full((1, 6), 7, jnp.int32)
-    tgt = jnp.full((1, 6), 8, jnp.int32).at[0, 0].set(BOS_ID)
-    counting = jnp.arange(6)[None]
-    logits, _ = fns.forward(params, None, same, tgt, src_positions=counting, tgt_positions=counting)
-    assert not np.allclose(logits[0, 2], logits[0, 4], atol=1e-4)
-
-
-def test_a_batch_row_with_no_input_decodes_to_nothing_and_does_not_hold_up_the_others():
-    fns, params, _, _, _scheme = make()
-    src = jnp.array([[5, 6, EOS_ID], [PAD_ID, PAD_ID, PAD_ID]], jnp.int32)
-    positions = (jnp.tile(jnp.arange(3), (2, 1)), jnp.tile(jnp.arange(6), (2, 1)))
-    out = np.asarray(greedy_decode(fns, params, src, 6, *positions))
-    assert np.all(out[1] == PAD_ID)  # the filler row is finished from the start
-    alone = np.asarray(greedy_decode(fns, params, src[:1], 6, positions[0][:1], positions[1][:1]))
-    np.testing.assert_array_equal(out[:1], alone)
-
-
-def test_a_batch_wider_than_the_model_positions_is_a_clear_error_not_nan():
-    experiment = resolve("copy", sets=["model.max_positions=20", "task.max_len=8"])
-    src = jnp.full((2, 30), 5, jnp.int32)
-    with pytest.raises(JabError, match=r"model.max_positions = 20"):
-        experiment.positions(jax.random.PRNGKey(0), src, 10)
-
-
-def test_forced_length_decoding_writes_eos_exactly_at_the_given_length():
-    fns, params, _, _, _scheme = make()
-    src = jnp.array([[5, 6, 7, EOS_ID], [8, 9, EOS_ID, PAD_ID], [PAD_ID] * 4], jnp.int32)
-    positions = (jnp.tile(jnp.arange(4), (3, 1)), jnp.tile(jnp.arange(8), (3, 1)))
-    lengths = jnp.array([6, 1, 0])
-    for decode in (greedy_decode, greedy_decode_full):
-        out = np.asarray(decode(fns, params, src, 8, *positions, lengths))
-        assert list(np.argmax(out[:2] == EOS_ID, axis=1)) == [6, 1]
-        assert np.all(out[0, :6] != EOS_ID) and np.all(out[0, 7:] == PAD_ID)
-        assert np.all(out[2] == PAD_ID)  # a filler row still gets no answer
-    chosen = np.asarray(greedy_decode(fns, params, src, 8, *positions))
-    forced = np.asarray(greedy_decode(fns, params, src, 8, *positions, lengths))
-    # FREE lengths force nothing: the program that forces answers as no lengths do.
-    mixed = greedy_decode(fns, params, src, 8, *positions, jnp.array([6, FREE, FREE]))
-    np.testing.assert_array_equal(mixed[1:], chosen[1:])
-    np.testing.assert_array_equal(mixed[0], forced[0])
-    # Until its true length a row writes what it would have written unforced, or, where
-    # the free answer ended early, the best symbol that is not <eos>.
-    stop = np.argmax(chosen[0] == EOS_ID) if EOS_ID in chosen[0] else 8
-    np.testing.assert_array_equal(forced[0, : min(stop, 6)], chosen[0, : min(stop, 6)])
-
-
 # A copy model of one layer run twice over, shaped as the flop count needs (XLA counts a
 # d_model of 64, not tinier ones): its training program is compiled once for both tests.
 SMALL_BATCH = ["task.max_len=6", "train.batch_size=8"]
+
+
 LOOPED = [*SMALL_BATCH, "model.num_layers=1", "model.loops=2"]
 
 
@@ -262,8 +164,6 @@ def test_a_looped_models_flop_count_counts_every_pass():
     deep = training.compiled(resolve("copy", sets=[*SMALL_BATCH, "model.num_layers=2"]))
     assert 0.9 * deep.flops < looped.flops < deep.flops
 
-
-# The encoder form (model.arch=encoder, encoder_only.py): the paper's Transformer.
 
 ENCODER_FORM = ["model.arch=encoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
                 "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
@@ -410,23 +310,6 @@ def test_the_encoder_form_trains_looped_pre_norm_with_dropout_and_several_seeds_
     assert trainer.flops and trainer.parameters
 
 
-# The decoder-only form (model.arch=decoder, decoder_only.py): the input, then the answer,
-# in one causal sequence.
-
-DECODER_FORM = ["model.arch=decoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
-                "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
-
-
-def decoder_form(task="reverse", *sets, scale=3):
-    """A decoder-form experiment, its weights `scale` times those it starts with (larger,
-    so that answers vary from token to token), and a batch of it."""
-    from jabcli.training.training import init
-
-    experiment = resolve(task, sets=[*DECODER_FORM, *sets])
-    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
-    return experiment, params, experiment.sample(jax.random.PRNGKey(1), 16)
-
-
 def test_the_decoder_form_reads_the_input_then_the_answer_so_far_and_nothing_after():
     experiment, params, batch = decoder_form()
     forward = jax.jit(experiment.model.forward)
@@ -455,36 +338,6 @@ def test_the_decoder_form_reads_the_input_then_the_answer_so_far_and_nothing_aft
     )
     answer = np.asarray(batch.tgt_out != PAD_ID)
     np.testing.assert_allclose(wider[:, :answer_width][answer], logits[answer], atol=1e-3)
-
-
-@pytest.mark.parametrize(
-    "pos_encoding, sets",
-    [(name, []) for name in SCHEMES]
-    + [("rope", ["model.norm=pre", "model.num_layers=1", "model.loops=3"])]
-    + [(name, ["model.answer_embedding=true"]) for name in ("none", "coupled")],
-)
-def test_the_decoder_forms_cached_decoding_gives_the_same_answers_as_full_decoding(
-    pos_encoding, sets
-):
-    experiment, params, batch = decoder_form("reverse", f"model.pos_encoding={pos_encoding}", *sets)
-    model, width = experiment.model, batch.tgt_in.shape[1]
-    positions = experiment.positions(jax.random.PRNGKey(0), batch.src, width)
-    lengths = jnp.sum(batch.tgt_out != PAD_ID, axis=1) - 1  # the answers' true lengths
-    # Free lengths, as `jab eval` decodes: the program that forced decoding runs.
-    slow = greedy_decode_full(model, params, batch.src, width, *positions, free(batch.src))
-    forced = greedy_decode_full(model, params, batch.src, width, *positions, lengths)
-    assert len(np.unique(np.asarray(slow))) > 3
-    # Cached decoding gives the same answers, free and forced; and padding in the middle
-    # of the sequence is masked in the cache too: it is given 3 columns more after the
-    # input (one program to lower, not two), where the positions drawn do not depend on
-    # the width (randomized and coupled_sinusoidal draw afresh).
-    src, cached = batch.src, positions
-    if pos_encoding not in ("randomized", "coupled_sinusoidal"):
-        src = jnp.pad(batch.src, ((0, 0), (0, 3)))
-        cached = experiment.positions(jax.random.PRNGKey(0), src, width)
-    for given, answers in ((free(src), slow), (lengths, forced)):
-        fast = greedy_decode(model, params, src, width, *cached, given)
-        np.testing.assert_array_equal(fast, answers)
 
 
 def test_the_decoder_forms_answer_embedding_marks_the_answers_tokens_and_no_input_token():

@@ -1,12 +1,12 @@
 """What jab prints, pinned: `jab --help` and every command's help, and the output and exit
 code of commands given wrong input and of a few given right input on the suite's tiny run,
-compared whole with tests/golden/cli.txt. Only what legitimately varies from one session
+compared whole with tests/cli/golden/cli.txt. Only what legitimately varies from one session
 to the next is normalised (the session's folder, times, jab's version), and, in what the
 tiny run's commands print, every decimal figure: a loss or an accuracy is a fact about
 this machine's floating-point rounding over 300 steps, not about what jab prints.
 
 After a change meant to alter what jab prints, write the file again and read its diff:
-    JAB_PIN=write pytest tests/test_cli_pinned.py
+    JAB_PIN=write pytest tests/cli/test_cli_pinned.py
 """
 
 import os

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbclient
 import nbformat
 
-TOUR = Path(__file__).resolve().parent.parent / "examples" / "tour.ipynb"
+TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour.ipynb"
 
 
 SMALLER = {
