@@ -148,7 +148,7 @@ def kept_path(experiment: Keyed, kind: str, name: str, suffix: str) -> Path:
         source_digest(),
         experiment.code_digest,  # the user's own code, where it runs any
         versions(),
-        str(jax.config.jax_default_prng_impl),
+        str(jax.config.jax_default_prng_impl),  # type: ignore[attr-defined]  # made at run time
     ]
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()
     return cache_dir().parent / kind / f"{digest}{suffix}"
@@ -220,12 +220,14 @@ def stored_program(
     if not (caching and experiment.storable):
         return compile_()
     device = jax.devices()[0]
+    # jax.config's settings are attributes it makes at run time, which its stubs cannot name
+    settings: Any = jax.config
     machine = (
         f"{jax.device_count()} {device.platform} {device.device_kind} "
         f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
         # settings that change what a function lowers to without changing jab's config
-        f" x64={jax.config.jax_enable_x64} matmul={jax.config.jax_default_matmul_precision}"
-        f" threefry={jax.config.jax_threefry_partitionable}"
+        f" x64={settings.jax_enable_x64} matmul={settings.jax_default_matmul_precision}"
+        f" threefry={settings.jax_threefry_partitionable}"
     )
     pointer = kept_path(experiment, "programs", f"{name} on {machine}", ".key")
     with contextlib.suppress(Exception):  # absent or unreadable: look for the program

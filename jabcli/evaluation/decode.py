@@ -165,6 +165,7 @@ def greedy_decode(
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch, empty = src.shape[0], layout.empty_rows(src)
+    assert fns.encode and fns.init_cache, "a form that answers token by token builds these"
     memory = fns.encode(params, None, src, src_positions)
     cache = fns.init_cache(params, None, memory, src_positions, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
