@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 import jax
 import numpy as np
@@ -78,7 +78,14 @@ class HeldOutResult(Scores):
     at_target: bool
 
 
-FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
+FigureName = Literal["token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc"]
+FIGURES: tuple[FigureName, ...] = (
+    "token_acc",
+    "symbol_acc",
+    "seq_acc",
+    "forced_seq_acc",
+    "forced_symbol_acc",
+)
 
 
 def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) -> Scores:
@@ -115,12 +122,13 @@ def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) 
     result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored=end_scored)
     if held_out.force_length:
         content = score(experiment.tokenizer, src, forced, tgt_out, end_scored=end_scored)
-        for figures, forced in [
+        pairs: list[tuple[Figures, Figures]] = [
             (result, content),
             *((row, content["per_length"][n]) for n, row in result["per_length"].items()),
-        ]:
-            figures["forced_seq_acc"] = forced["seq_acc"]
-            figures["forced_symbol_acc"] = forced["symbol_acc"]
+        ]
+        for figures, at_length in pairs:
+            figures["forced_seq_acc"] = at_length["seq_acc"]
+            figures["forced_symbol_acc"] = at_length["symbol_acc"]
     return result
 
 
@@ -193,7 +201,7 @@ def score(
     symbol_hits = (predicted == expected) & symbols
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
     lengths = layout.source_symbols(tokenizer, src)
-    per_length = {}
+    per_length: dict[int, Figures] = {}
     for length in np.unique(lengths):
         rows = lengths == length
         per_length[int(length)] = {
@@ -203,7 +211,7 @@ def score(
             "seq_acc": float(exact[rows].mean()),
         }
     decode = tokenizer.decode
-    examples = [
+    examples: list[Example] = [
         {"input": decode(s), "output": decode(p), "expected": decode(e), "correct": bool(ok)}
         for s, p, e, ok in zip(src, predicted, expected, exact)
     ]
@@ -224,7 +232,7 @@ def ratio(hits, count) -> float:
 
 def symbols_only(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:
     """Id rows [N, T] with their index hints taken out, the rest moved up, <pad> after."""
-    hints = tokenizer.is_hint(ids)
+    hints = np.asarray(tokenizer.is_hint(ids))
     if not hints.any():
         return ids
     order = np.argsort(hints, axis=1, kind="stable")  # the other tokens first, in order

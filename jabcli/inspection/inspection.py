@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
@@ -136,11 +137,7 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
     check_lengths(loaded, min_len, max_len)
     held_out = dataclasses.replace(held_out, min_len=min_len, max_len=max_len)
     result = evaluate(loaded.experiment, loaded.params, evaluation_key(seed), held_out)
-    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
-        result["missing_lengths"] = [
-            n for n in range(min_len, max_len + 1) if n not in result["per_length"]
-        ]
-    return {
+    evaluated: Evaluated = {
         "run": str(loaded.run.path),
         "step": loaded.step,
         "task": short_name(t.name),
@@ -151,6 +148,11 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
         "max_len": max_len,
         **result,
     }
+    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
+        evaluated["missing_lengths"] = [
+            n for n in range(min_len, max_len + 1) if n not in result["per_length"]
+        ]
+    return evaluated
 
 
 def evaluate_runs(path: Path, seeds: list[Loaded], held_out: HeldOut, *, seed: int) -> Evaluated:
@@ -165,28 +167,21 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def over_seeds(rows: list[Figures]) -> dict[str, Any]:
-        figures: dict[str, Any] = {}
+    def over_seeds(rows: Sequence[Figures]) -> Figures:
+        figures: dict[str, float | list[float]] = {"samples": rows[0]["samples"]}
         for name in (name for name in FIGURES if name in rows[0]):
             figures.update(Spread.of(row[name] for row in rows).keyed(name))
-        return figures
+        return cast(Figures, figures)  # the figures of `rows`, each with its range
 
     first = results[0]
     lengths = set.intersection(*(set(r["per_length"]) for r in results))
-    return {
-        **first,
-        "run": path,
-        "step": min(r["step"] for r in results),
-        **over_seeds(results),
-        "per_length": {
-            n: {
-                "samples": first["per_length"][n]["samples"],
-                **over_seeds([r["per_length"][n] for r in results]),
-            }
-            for n in sorted(lengths)
-        },
-        "seeds": results,
+    combined: Evaluated = {**first, "run": path, "step": min(r["step"] for r in results)}
+    combined.update(over_seeds(results))
+    combined["per_length"] = {
+        n: over_seeds([r["per_length"][n] for r in results]) for n in sorted(lengths)
     }
+    combined["seeds"] = results
+    return combined
 
 
 def encode_input(experiment: Experiment, text: str) -> list[int]:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from jabcli.experiment.experiment import Experiment
+    from jabcli.training.manifest import CheckpointEntry
 
 # A signal that comes again within this many seconds of the first is the first delivered
 # twice (`timeout -s INT` sends it to jab, then to jab's process group, within
@@ -307,14 +308,14 @@ def _train(
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
         removed = claim is not None and saved is not None and not any(saved)
-        if removed:
+        if claim is not None and removed:
             claim.discard()  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
             raise Interrupted(_kept(path, saved, removed), None if removed else path) from err
         raise
 
 
-def _kept(path: Path, saved: list[list[dict[str, Any]]] | None, removed: bool) -> str:
+def _kept(path: Path, saved: list[list[CheckpointEntry]] | None, removed: bool) -> str:
     """What an interrupted session leaves behind, in words."""
     if removed:
         return f"run folder {path} removed: it had no checkpoint yet"

@@ -190,7 +190,8 @@ class Trainer:
         tr = self.experiment.config.train
         warms = tr.warmup_steps > 0
         start, start_step = time.perf_counter(), self.step
-        step, last_eval = start_step, []
+        step = start_step
+        last_eval: list[HeldOutResult] = []
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
@@ -231,7 +232,8 @@ class Trainer:
                     record["eval_token_acc"] = result["token_acc"]
                     record["eval_seq_acc"] = result["seq_acc"]
                     reached = at_target(result["seq_acc"], tr.target_seq_acc)
-                    last_eval.append({**result, "step": step, "at_target": reached})
+                    seed_eval: HeldOutResult = {**result, "step": step, "at_target": reached}
+                    last_eval.append(seed_eval)
                 on_eval(last_eval)
             on_log(records)
             if evaluated and every_seed([result["at_target"] for result in last_eval]):
