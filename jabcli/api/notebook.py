@@ -8,7 +8,7 @@ No Rich here.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jabcli.api import plots
 from jabcli.api.formatting import (
@@ -22,6 +22,11 @@ from jabcli.api.formatting import (
 )
 from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
+
+if TYPE_CHECKING:
+    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.runs.metrics import LogRecord
+    from jabcli.studies.study_results import StudyTable
 
 
 def in_notebook() -> bool:
@@ -156,7 +161,7 @@ def missing_plots() -> str | None:
     return f"<p><i>Pictures need matplotlib: {html.escape(plots.INSTALL)}</i></p>"
 
 
-def study_html(results: dict[str, Any]) -> str:
+def study_html(results: StudyTable) -> str:
     """`jab study show`: the table of cells by length bins, then the plot."""
     head = "".join(
         f"<th>{html.escape(c)}</th>"
@@ -186,8 +191,8 @@ class NotebookView(Observer):
         self.header = ""
         self.step = 0
         self.steps = 1
-        self.metrics: list[dict[str, Any]] = []
-        self.eval: list[dict[str, Any]] = []
+        self.metrics: list[LogRecord] = []
+        self.eval: list[HeldOutResult] = []
         self.notes: list[str] = []
         self.target = 1.0
 
@@ -204,12 +209,12 @@ class NotebookView(Observer):
         self.notes.append(message)
         self.update()
 
-    def log(self, records: list[dict[str, Any]]) -> None:
+    def log(self, records: list[LogRecord]) -> None:
         self.metrics = records
-        self.step = records[0]["step"]
+        self.step = records[0].step
         self.update()
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
+    def evaluated(self, results: list[HeldOutResult]) -> None:
         self.eval = results
         self.update()
 
@@ -224,9 +229,9 @@ class NotebookView(Observer):
         figures = []
         if m:
             loss = "{:.4f}".format
-            figures.append(f"loss {spread([r['loss'] for r in m], loss)}")
-            figures.append(f"batch exact match {spread([r['seq_acc'] for r in m])}")
-            figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
+            figures.append(f"loss {spread([r.loss for r in m], loss)}")
+            figures.append(f"batch exact match {spread([r.seq_acc for r in m])}")
+            figures.append(f"{m[0].steps_per_sec:.0f} steps/s")
         if ev:
             figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
             if every_seed([e["at_target"] for e in ev]):  # the Trainer's word

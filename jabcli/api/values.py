@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from jabcli.studies.study_results import StudyTable
 
 
 class StudyResults(dict):
@@ -18,7 +21,7 @@ class StudyResults(dict):
     def _repr_html_(self) -> str:
         from jabcli.api.notebook import study_html
 
-        return study_html(self)
+        return study_html(cast("StudyTable", self))  # what load_study holds
 
 
 class Result(dict):

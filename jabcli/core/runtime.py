@@ -220,8 +220,7 @@ def stored_program(
     if not (caching and experiment.storable):
         return compile_()
     device = jax.devices()[0]
-    # jax.config's settings are attributes it makes at run time, which its stubs cannot name
-    settings: Any = jax.config
+    settings: Any = jax.config  # its settings are attributes made at run time: no stubs
     machine = (
         f"{jax.device_count()} {device.platform} {device.device_kind} "
         f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"

@@ -42,7 +42,7 @@ from jabcli.core.settings import FILE_PREFIX, Config, data_path, short_name
 from jabcli.core.tokenizer import Tokenizer
 from jabcli.runs.code_copies import changed_since, in_code, keep_code, kept
 from jabcli.runs.files import atomic_write, describe
-from jabcli.runs.metrics import metrics_lines
+from jabcli.runs.metrics import LogRecord, metrics_lines
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
@@ -351,10 +351,10 @@ class Run:
         ]
         return bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
 
-    def append_metrics(self, record: dict[str, Any]) -> None:
+    def append_metrics(self, record: LogRecord) -> None:
         try:
             with open(self.path / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(json.dumps(record.to_json()) + "\n")
         except OSError as err:
             raise JabError(f"could not write {self.path}/metrics.jsonl: {describe(err)}") from None
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
+
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.errors import JabError
-
-if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import Figures
 
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
 LOGS = "logs"  # in the study folder: each cell worker's stderr
@@ -80,11 +79,22 @@ class Study:
     text: str  # the study file as read
 
 
+class LengthFigures(TypedDict):
+    """One seed's figures at one length, as a cell's evaluation.json keeps them (`Figures`
+    but the samples); the forced ones only when measured with force_length."""
+
+    token_acc: float
+    symbol_acc: float
+    seq_acc: float
+    forced_seq_acc: NotRequired[float]
+    forced_symbol_acc: NotRequired[float]
+
+
 class SeedEvaluation(TypedDict):
     """One seed of a cell as its evaluation.json keeps it: every figure at each length."""
 
     seed: int
-    per_length: dict[str, Figures]
+    per_length: dict[str, LengthFigures]
 
 
 class CellEvaluation(TypedDict):

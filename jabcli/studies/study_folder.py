@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import STUDY_FILE, atomic_write
@@ -112,7 +112,8 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
             f"{study.source}; choose another --out"
         )
     entries = {c.get("folder"): c for c in before["cells"] if isinstance(c, dict)}
-    evaluated = before.get("evaluate") if isinstance(before.get("evaluate"), dict) else {}
+    evaluate = before.get("evaluate")
+    evaluated = evaluate if isinstance(evaluate, dict) else {}
     plan = FolderPlan()
     for cell in study.cells:
         entry = entries.get(cell.folder)
@@ -127,8 +128,10 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
             continue
         measured = evaluation_of(out, entry) is not None
         steps = entry.get("steps")
-        if same_training(cell, entry, evaluated) and (
-            cell.steps >= steps or progress(out / cell.folder) <= cell.steps
+        if (
+            same_training(cell, entry, evaluated)
+            and isinstance(steps, int)  # a study.json entry has its steps
+            and (cell.steps >= steps or progress(out / cell.folder) <= cell.steps)
         ):
             changes = changed_evaluation(evaluated, study.evaluation)
             if cell.steps != steps:
@@ -137,16 +140,16 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
                 what = "measured again, its training kept" if measured else "its training is kept"
                 plan.kept[cell.folder] = f"{what} ({', '.join(changes) or 'its evaluation'})"
             continue
-        changes = changed_settings(cell, out / cell.folder)
+        settings = changed_settings(cell, out / cell.folder)
         if measured:
             raise JabError(
                 f"cell {cell.name!r} in {out} was measured with other training settings than "
-                f"{study.source} now gives it ({changes}); to run the changed study, name a "
+                f"{study.source} now gives it ({settings}); to run the changed study, name a "
                 "new --out"
             )
-        plan.restart[cell.folder] = changes
-    failed = before.get("failed")
-    failed = dict(failed) if isinstance(failed, dict) else {}
+        plan.restart[cell.folder] = settings
+    listed = before.get("failed")
+    failed = dict(listed) if isinstance(listed, dict) else {}
     plan.failed = {k: v for k, v in failed.items() if k not in plan.restart}
     return plan
 
@@ -210,4 +213,5 @@ def evaluation_of(out: Path, cell: Cell | dict) -> CellEvaluation | None:
         data = json.loads((out / folder / EVALUATION_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("spec") == spec else None
+    measured = isinstance(data, dict) and data.get("spec") == spec
+    return cast(CellEvaluation, data) if measured else None  # as cell_job writes it
