@@ -110,6 +110,7 @@ LONGEST_FIRST = (
     "test_cli.py",  # 47
     "test_recurrent.py",  # 26
     "test_tasks.py",  # 22
+    "test_types.py",  # 20 the first time, 2 once mypy's cache is kept (.pytest_cache)
     "test_positions.py",  # 15
     "test_seeds.py",  # 14
     "test_logging.py",  # 14
