@@ -12,7 +12,7 @@ from jabcli.core.spread import Spread
 
 if TYPE_CHECKING:
     from jabcli.core.spread import SpreadFigure
-    from jabcli.evaluation.evaluate import FigureName
+    from jabcli.evaluation.figures import FigureName
     from jabcli.studies.study_results import StudyTable
 
 METRIC_NAMES = {

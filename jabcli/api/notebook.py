@@ -24,7 +24,7 @@ from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.evaluation.figures import HeldOutResult
     from jabcli.runs.metrics import LogRecord
     from jabcli.studies.study_results import StudyTable
 
@@ -233,8 +233,8 @@ class NotebookView(Observer):
             figures.append(f"batch exact match {spread([r.seq_acc for r in m])}")
             figures.append(f"{m[0].steps_per_sec:.0f} steps/s")
         if ev:
-            figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
-            if every_seed([e["at_target"] for e in ev]):  # the Trainer's word
+            figures.append(f"held-out exact match {spread([e.scores['seq_acc'] for e in ev])}")
+            if every_seed([e.at_target for e in ev]):  # the Trainer's word
                 figures.append(f"target {percent(self.target)} reached")
         notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
         return (

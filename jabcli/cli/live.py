@@ -34,7 +34,7 @@ from jabcli.studies.events import StudyObserver, WorkerEvent
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.evaluation.figures import HeldOutResult
     from jabcli.runs.metrics import LogRecord
     from jabcli.studies.studies import CellEvaluation
 
@@ -109,23 +109,23 @@ class TrainView(Observer):
         table.add_column("training batch", justify="right", overflow="fold")
         table.add_column("held-out", justify="right", overflow="fold")
         table.add_row(
-            "step", cell([r.step for r in m[:1]], str), cell([e["step"] for e in ev[:1]], str)
+            "step", cell([r.step for r in m[:1]], str), cell([e.step for e in ev[:1]], str)
         )
         table.add_row("loss", cell([r.loss for r in m], "{:.4f}".format))
         table.add_row(
             "token acc",
             cell([r.token_acc for r in m], percent),
-            cell([e["token_acc"] for e in ev], percent),
+            cell([e.scores["token_acc"] for e in ev], percent),
         )
         table.add_row(
             "exact match",
             cell([r.seq_acc for r in m], percent),
-            cell([e["seq_acc"] for e in ev], percent),
+            cell([e.scores["seq_acc"] for e in ev], percent),
         )
         table.add_row("learning rate", cell([r.lr for r in m[:1]], "{:.2e}".format))
         parts: list[Any] = [self.progress, table]
         if len(ev) > 1:
-            reached = sum(e["at_target"] for e in ev)  # the Trainer's word
+            reached = sum(e.at_target for e in ev)  # the Trainer's word
             parts.append(
                 Text(
                     f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
@@ -139,9 +139,7 @@ class TrainView(Observer):
         first = records[0]
         # Every seed evaluated at this step reached the target: the Trainer stops here.
         ev = self.eval
-        reached = (
-            bool(ev) and ev[0]["step"] == first.step and every_seed([e["at_target"] for e in ev])
-        )
+        reached = bool(ev) and ev[0].step == first.step and every_seed([e.at_target for e in ev])
         self.progress.update(
             self.bar,
             completed=first.step,
@@ -158,10 +156,10 @@ class TrainView(Observer):
         first = results[0]
         seeds = f", median [min-max] of {len(results)} seeds" if len(results) > 1 else ""
         console.print(
-            f"step {first['step']:>6}  held-out: token acc "
-            f"{spread([r['token_acc'] for r in results])}, exact match "
-            f"{spread([r['seq_acc'] for r in results])} "
-            f"({plural(first['samples'], 'sample')}{seeds})",
+            f"step {first.step:>6}  held-out: token acc "
+            f"{spread([r.scores['token_acc'] for r in results])}, exact match "
+            f"{spread([r.scores['seq_acc'] for r in results])} "
+            f"({plural(first.scores['samples'], 'sample')}{seeds})",
             markup=False,
         )
 

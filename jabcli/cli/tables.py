@@ -29,7 +29,7 @@ from jabcli.cli.display import Fitted, facts, lines, round_ticks, titled
 from jabcli.training.session import Outcome
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import Example
+    from jabcli.evaluation.figures import Example
     from jabcli.inspection.listing import RunRow
     from jabcli.studies.study_results import StudyTable
 
@@ -160,8 +160,8 @@ def summary(outcome: Outcome) -> Group:
         else:
             reached = "reached" if outcome.reached_target else "not reached"
         rows += [
-            ("held-out token acc", spread([e["token_acc"] for e in evals])),
-            ("held-out exact match", spread([e["seq_acc"] for e in evals])),
+            ("held-out token acc", spread([e.scores["token_acc"] for e in evals])),
+            ("held-out exact match", spread([e.scores["seq_acc"] for e in evals])),
             ("target", f"{percent(outcome.target_seq_acc)} {reached}"),
         ]
     parts: list[Any] = [titled("Run summary", facts(rows))]
@@ -169,7 +169,7 @@ def summary(outcome: Outcome) -> Group:
         # Mistakes first, so the title says so: 1 wrong of 8 shown is no measure of a run.
         title = "Held-out predictions" + (" of the first seed" if len(evals) > 1 else "")
         title += ", mistakes first"
-        parts.append(examples_table(evals[0]["examples"], title=title))
+        parts.append(examples_table(evals[0].scores["examples"], title=title))
     return Group(*parts)
 
 

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, TypedDict
 
 import jax
 import numpy as np
-from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core import memory
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
+from jabcli.evaluation.figures import Example, Figures, Scores
 from jabcli.experiment.experiment import Experiment
 from jabcli.tasks import sampling
 from jabcli.tasks.batch import Batch
@@ -34,58 +33,6 @@ class HeldOut:
     max_len: int | None = None
     each_length: bool = False
     force_length: bool = False
-
-
-class Figures(TypedDict):
-    """Accuracies of a set of answers (every figure of `score`, see there); the forced
-    ones only when measured with `force_length`. A group of seeds' figures are medians,
-    each with its [min, max] under `<name>_range` (`inspection.combine`, from a `Spread`)."""
-
-    samples: int
-    token_acc: float
-    token_acc_range: NotRequired[list[float]]
-    symbol_acc: float
-    symbol_acc_range: NotRequired[list[float]]
-    seq_acc: float
-    seq_acc_range: NotRequired[list[float]]
-    forced_seq_acc: NotRequired[float]
-    forced_seq_acc_range: NotRequired[list[float]]
-    forced_symbol_acc: NotRequired[float]
-    forced_symbol_acc_range: NotRequired[list[float]]
-
-
-class Example(TypedDict):
-    """One held-out input, the model's answer, the reference and whether they agree."""
-
-    input: str
-    output: str
-    expected: str
-    correct: bool
-
-
-class Scores(Figures):
-    """A held-out evaluation: the figures overall and by source length, every example."""
-
-    per_length: dict[int, Figures]
-    examples: list[Example]
-
-
-class HeldOutResult(Scores):
-    """One seed's held-out evaluation as `Trainer.run` reports it (`on_eval`): its scores,
-    the step it was made at, and whether it reached train.target_seq_acc."""
-
-    step: int
-    at_target: bool
-
-
-FigureName = Literal["token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc"]
-FIGURES: tuple[FigureName, ...] = (
-    "token_acc",
-    "symbol_acc",
-    "seq_acc",
-    "forced_seq_acc",
-    "forced_symbol_acc",
-)
 
 
 def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) -> Scores:

@@ -21,7 +21,8 @@ from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import clean
 from jabcli.evaluation import layout
-from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
+from jabcli.evaluation.evaluate import HeldOut, evaluate
+from jabcli.evaluation.figures import FIGURES, Figures, Scores
 from jabcli.experiment.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run

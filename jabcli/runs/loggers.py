@@ -29,7 +29,7 @@ from jabcli.core.errors import JabError, install
 from jabcli.core.settings import Config
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.evaluation.figures import HeldOutResult
     from jabcli.runs.metrics import LogRecord
     from jabcli.runs.runs import Run
 
@@ -223,11 +223,11 @@ class WandB:
             columns = ["length", "samples", "token_acc", "seq_acc"]
             rows = [
                 [length, row["samples"], row["token_acc"], row["seq_acc"]]
-                for length, row in sorted(self.last["per_length"].items())
+                for length, row in sorted(self.last.scores["per_length"].items())
             ]
             names: list[str | int] = list(columns)  # W&B's column keys; its Table keeps them
             self.run.log({"held_out/per_length": wandb.Table(columns=names, data=rows)})
-            self.run.summary["held_out/step"] = self.last["step"]
+            self.run.summary["held_out/step"] = self.last.step
         self.run.finish()
 
 

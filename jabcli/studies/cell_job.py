@@ -17,7 +17,7 @@ from jabcli.studies.events import WorkerEvent
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import Figures, HeldOutResult
+    from jabcli.evaluation.figures import Figures, HeldOutResult
     from jabcli.experiment.experiment import Experiment
     from jabcli.runs.metrics import LogRecord
 
@@ -55,8 +55,8 @@ class CellObserver(Observer):
         self.emit(WorkerEvent("log", step=records[0].step, loss=loss))
 
     def evaluated(self, results: list[HeldOutResult]) -> None:
-        score = Spread.of(r["seq_acc"] for r in results).median
-        self.emit(WorkerEvent("eval", step=results[0]["step"], seq_acc=score))
+        score = Spread.of(r.scores["seq_acc"] for r in results).median
+        self.emit(WorkerEvent("eval", step=results[0].step, seq_acc=score))
 
     def stopping(self, signum: int) -> None:
         pass  # the driver says it, once for the whole study

@@ -6,17 +6,15 @@ prints): per cell, its figures over seeds by bins of input lengths, the longest 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread, SpreadFigure
+from jabcli.evaluation.figures import FigureName
 from jabcli.studies.studies import CellEvaluation, LengthFigures, bin_name, check_bins
 from jabcli.studies.study_folder import evaluation_of, recorded
-
-if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import FigureName  # (it imports JAX: `study show` need not)
 
 
 class Measured(TypedDict, total=False):

@@ -37,7 +37,7 @@ from jabcli.training.trained import Trained
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.evaluation.figures import HeldOutResult
     from jabcli.experiment.experiment import Experiment
     from jabcli.runs.metrics import LogRecord
     from jabcli.training.manifest import CheckpointEntry
@@ -348,7 +348,7 @@ def _loop(
         nonlocal saved_step
         step = trainer.step
         for n, (run, state) in enumerate(zip(seeds, trainer.states())):
-            accuracy = results[n]["seq_acc"] if results else None
+            accuracy = results[n].scores["seq_acc"] if results else None
             arrays = checkpoints.arrays_of(state)
             checkpoints.save(run, arrays, step, accuracy, tr.keep_checkpoints, trainer.flops)
         saved_step = step

@@ -24,12 +24,8 @@ from jabcli.core import memory, runtime
 from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.core.spread import every_seed
-from jabcli.evaluation.evaluate import (
-    HeldOut,
-    HeldOutResult,
-    check_evaluation_memory,
-    evaluate,
-)
+from jabcli.evaluation.evaluate import HeldOut, check_evaluation_memory, evaluate
+from jabcli.evaluation.figures import HeldOutResult
 from jabcli.experiment.experiment import Experiment
 from jabcli.runs.metrics import LogRecord
 from jabcli.training.programs import (
@@ -238,16 +234,15 @@ class Trainer:
                         eval_seq_acc=result["seq_acc"],
                     )
                     reached = at_target(result["seq_acc"], tr.target_seq_acc)
-                    seed_eval: HeldOutResult = {**result, "step": step, "at_target": reached}
-                    last_eval.append(seed_eval)
+                    last_eval.append(HeldOutResult(result, step, reached))
                 on_eval(last_eval)
             on_log(records)
-            if evaluated and every_seed([result["at_target"] for result in last_eval]):
+            if evaluated and every_seed([result.at_target for result in last_eval]):
                 break
         return Trained(
             step=step,
             start_step=start_step,
             elapsed_s=time.perf_counter() - start,
             last_eval=last_eval,
-            at_target=[result["at_target"] for result in last_eval],
+            at_target=[result.at_target for result in last_eval],
         )
