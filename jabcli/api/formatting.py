@@ -5,14 +5,15 @@ there. No Rich, no HTML: each caller styles them its own way."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
+from jabcli.evaluation.figures import RANGES
 
 if TYPE_CHECKING:
     from jabcli.core.spread import SpreadFigure
-    from jabcli.evaluation.figures import FigureName
+    from jabcli.evaluation.figures import FigureName, Figures
     from jabcli.studies.study_results import StudyTable
 
 METRIC_NAMES = {
@@ -46,11 +47,12 @@ def spread(values: list[float], show=percent) -> str:
     return median_range(*Spread.of(values), show)
 
 
-def figure(row: dict[str, Any], name: str) -> str:
+def figure(row: Figures, name: FigureName) -> str:
     """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
-    if f"{name}_range" not in row:
+    span = row.get(RANGES[name])
+    if span is None:
         return percent(row[name])
-    return median_range(row[name], *row[f"{name}_range"])
+    return median_range(row[name], *span)
 
 
 def metric_name(metric: str) -> str:

@@ -24,7 +24,10 @@ from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from jabcli.evaluation.figures import HeldOutResult
+    from jabcli.inspection.inspection import Evaluated, Prediction
     from jabcli.runs.metrics import LogRecord
     from jabcli.studies.study_results import StudyTable
 
@@ -46,7 +49,7 @@ def bar(x: float, width: int = 100) -> str:
     )
 
 
-def result_html(result: dict[str, Any]) -> str:
+def result_html(result: Evaluated) -> str:
     """`jab eval`'s report: the summary line, then exact match by length with bars."""
     forced = "forced_seq_acc" in result
     head = "<th>length</th><th>samples</th><th>exact match</th><th></th>" + (
@@ -68,7 +71,7 @@ def result_html(result: dict[str, Any]) -> str:
     )
 
 
-def comparison_html(results: list[dict[str, Any]]) -> str:
+def comparison_html(results: Sequence[Evaluated]) -> str:
     """`jab compare`'s table: one row per length, one column per run, bars under figures;
     lengths a run trained on are marked *."""
     head = "".join(
@@ -104,11 +107,14 @@ PREDICTION = ("input", "output", "expected")
 MARKS = {True: "✓ right", False: "✗ wrong", None: "? no reference"}
 
 
-def predictions_html(rows: list[dict[str, Any]]) -> str:
+def predictions_html(rows: Sequence[Prediction]) -> str:
     """`jab predict`'s rows: input, answer, reference, right or wrong."""
     body = "".join(
         "<tr>"
-        + "".join(f"<td><code>{html.escape(r[k] or '-')}</code></td>" for k in PREDICTION)
+        + "".join(
+            f"<td><code>{html.escape(text or '-')}</code></td>"
+            for text in (r["input"], r["output"], r["expected"])
+        )
         + f"<td>{MARKS[r['correct']]}</td></tr>"
         for r in rows
     )

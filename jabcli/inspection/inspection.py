@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
@@ -231,7 +231,17 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     return np.asarray(out), positions
 
 
-def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
+class Prediction(TypedDict):
+    """An input, the model's answer, the task's reference (None: it has none) and whether
+    they agree (None: no reference): a row of `jab predict`."""
+
+    input: str
+    output: str
+    expected: str | None
+    correct: bool | None
+
+
+def predict(loaded: Loaded, texts: list[str]) -> list[Prediction]:
     """Each input's answer, its reference and whether they agree (None: no reference);
     the inputs decoded in chunks of similar length, as many as they are."""
     import jax
@@ -242,7 +252,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     max_out = layout.answer_width(loaded.experiment.task, src.shape[1])
     key = jax.random.PRNGKey(DECODE_KEY)
     outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
-    rows = []
+    rows: list[Prediction] = []
     for text, out in zip(texts, outputs):
         answer = loaded.experiment.tokenizer.decode(out)
         expected = loaded.experiment.task.solve(clean(text))
