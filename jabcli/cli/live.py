@@ -199,7 +199,7 @@ class StudyView(StudyObserver):
                 f"{workers}",
             )
         )
-        steps = sum(cell.config["train"]["steps"] for cell in todo)
+        steps = sum(cell.steps for cell in todo)
         self.bar = self.progress.add_task("steps", total=max(steps, 1), cells=self.count())
         self.live = live(self.render())
         self.live.__enter__()
@@ -254,7 +254,7 @@ class StudyView(StudyObserver):
 
     def ended(self, cell, line: Text) -> None:
         self.running.pop(cell.name, None)
-        self.progress_of(cell, cell.config["train"]["steps"])
+        self.progress_of(cell, cell.steps)
         console.print(line)
         self.update()
 

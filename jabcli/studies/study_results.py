@@ -6,14 +6,20 @@ prints): per cell, its figures over seeds by bins of input lengths, the longest 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.lengths import length_range
 from jabcli.core.spread import Spread, SpreadFigure
 from jabcli.evaluation.figures import FigureName
-from jabcli.studies.studies import CellEvaluation, LengthFigures, bin_name, check_bins
+from jabcli.studies.studies import (
+    CellEntry,
+    CellEvaluation,
+    LengthFigures,
+    bin_name,
+    check_bins,
+)
 from jabcli.studies.study_folder import evaluation_of, recorded
 
 
@@ -104,7 +110,8 @@ def table(out: Path, bins: str | None = None) -> StudyTable:
         ranges = [(low, high) for low, high in evaluate.get("bins", [])]
     else:
         ranges = [length_range(b, "--bins") for b in bins.split(",")]
-        check_bins(ranges, tuple(evaluate.get("lengths", (1, 2**31))), "--bins")
+        low, high = evaluate.get("lengths", (1, 2**31))
+        check_bins(ranges, (low, high), "--bins")
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:
@@ -170,7 +177,7 @@ def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> Measured:
     return row
 
 
-def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
+def state(out: Path, cell: CellEntry, failed: dict[str, str]) -> str:
     """A cell not measured yet: failed (with its error), or not finished."""
     if cell["folder"] in failed:
         return f"failed: {failed[cell['folder']]}"
