@@ -34,9 +34,11 @@ from jabcli.studies.events import StudyObserver, WorkerEvent
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jabcli.evaluation.figures import HeldOutResult
     from jabcli.runs.metrics import LogRecord
-    from jabcli.studies.studies import CellEvaluation
+    from jabcli.studies.studies import Cell, CellEvaluation, Study
 
 
 class Ending(TimeRemainingColumn):
@@ -187,7 +189,7 @@ class StudyView(StudyObserver):
         self.steps: dict[str, int] = {}  # each running cell's step, as last reported
         self.live: Live | None = None
 
-    def begin(self, study, out, todo, workers: str) -> None:
+    def begin(self, study: Study, out: Path, todo: list[Cell], workers: str) -> None:
         self.total = len(study.cells)
         self.done = self.total - len(todo)
         self.bins = study.evaluation.bins
@@ -227,16 +229,16 @@ class StudyView(StudyObserver):
         if self.live is not None:
             self.live.update(self.render())
 
-    def started(self, cell) -> None:
+    def started(self, cell: Cell) -> None:
         self.running[cell.name] = {"step": "starting"}
         self.update()
 
-    def progress_of(self, cell, step: int) -> None:
+    def progress_of(self, cell: Cell, step: int) -> None:
         before = self.steps.get(cell.name, 0)
         self.progress.advance(self.bar, max(0, step - before))
         self.steps[cell.name] = step
 
-    def event(self, cell, event: WorkerEvent) -> None:
+    def event(self, cell: Cell, event: WorkerEvent) -> None:
         row = self.running.setdefault(cell.name, {})
         kind = event.event
         if kind == "begin" and event.step is not None:
@@ -244,7 +246,7 @@ class StudyView(StudyObserver):
             row["step"] = f"{event.step}/{event.steps}"
         elif kind == "log" and event.step is not None:
             self.progress_of(cell, event.step)
-            row["step"] = f"{event.step}/{cell.config['train']['steps']}"
+            row["step"] = f"{event.step}/{cell.steps}"
             row["loss"] = f"{event.loss:.4f}"
         elif kind == "eval" and event.seq_acc is not None:
             row["held-out"] = percent(event.seq_acc)
@@ -252,13 +254,13 @@ class StudyView(StudyObserver):
             row["step"] = "measuring"
         self.update()
 
-    def ended(self, cell, line: Text) -> None:
+    def ended(self, cell: Cell, line: Text) -> None:
         self.running.pop(cell.name, None)
         self.progress_of(cell, cell.steps)
         console.print(line)
         self.update()
 
-    def finished(self, cell, evaluation: CellEvaluation) -> None:
+    def finished(self, cell: Cell, evaluation: CellEvaluation) -> None:
         from jabcli.studies.studies import bin_name
         from jabcli.studies.study_results import measured
 
@@ -269,10 +271,10 @@ class StudyView(StudyObserver):
         )
         self.ended(cell, Text.assemble(("done ", "green"), (cell.name, "bold"), f": {parts}"))
 
-    def failed(self, cell, error: str) -> None:
+    def failed(self, cell: Cell, error: str) -> None:
         self.ended(cell, Text.assemble(("failed ", "red"), (cell.name, "bold"), f": {error}"))
 
-    def stopped(self, cell) -> None:
+    def stopped(self, cell: Cell) -> None:
         self.running.pop(cell.name, None)
         self.update()
 

@@ -139,6 +139,7 @@ class DecoderLayer(hk.Module):
             return self.self_attn(h, h, self_mask, positions, key_positions, self_kv, index)
 
         def cross_attend(h):
+            assert self.cross_attn is not None  # cross_block, which calls this, is made with it
             return self.cross_attn(h, None, cross_mask, positions, src_positions, cross_kv)
 
         x, self_weights, self_kv = self.self_block(x, self_attend, is_training)

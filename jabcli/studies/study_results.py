@@ -5,6 +5,7 @@ prints): per cell, its figures over seeds by bins of input lengths, the longest 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, TypedDict
 
@@ -83,7 +84,7 @@ class StudyTable(TypedDict):
 
 
 def seed_figures(
-    per_length: dict[str, LengthFigures], bins: list[tuple[int, int]], metric: FigureName
+    per_length: dict[str, LengthFigures], bins: Sequence[tuple[int, int]], metric: FigureName
 ) -> dict[str, float]:
     """One seed's `metric` averaged over the lengths of each bin it was measured at."""
     figures = {}
@@ -150,7 +151,7 @@ BIN_KEYS: dict[FigureName, BinsName] = {
 }
 
 
-def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> Measured:
+def measured(result: CellEvaluation, bins: Sequence[tuple[int, int]]) -> Measured:
     """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
     and with force_length the exact match at the true length), the longest length at
     >= 50% and the exact match at each length, each as median, min and max over seeds."""
