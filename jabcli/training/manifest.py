@@ -136,11 +136,11 @@ def rebuild(run: Run, damage: str) -> str:
     listed: list[CheckpointEntry] = []
     failed: list[str] = []
     for path in sorted(run.checkpoints.glob("step-*.npz")):
-        data = verified(path)
-        if data is None:
+        name, data = FILE_NAME.fullmatch(path.name), verified(path)
+        if name is None or data is None:
             failed.append(path.name)
             continue
-        step = int(path.name[len("step-") : -len(".npz")])  # `verified` matched FILE_NAME
+        step = int(name[1])
         listed.append(
             {
                 "file": path.name,
