@@ -168,21 +168,29 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def over_seeds(rows: Sequence[Figures]) -> Figures:
-        figures: dict[str, float | list[float]] = {"samples": rows[0]["samples"]}
+    def over_seeds(rows: Sequence[Figures]) -> dict[str, float | list[float]]:
+        figures: dict[str, float | list[float]] = {}
         for name in (name for name in FIGURES if name in rows[0]):
             figures.update(Spread.of(row[name] for row in rows).keyed(name))
-        return cast(Figures, figures)  # the figures of `rows`, each with its range
+        return figures
 
     first = results[0]
     lengths = set.intersection(*(set(r["per_length"]) for r in results))
-    combined: Evaluated = {**first, "run": path, "step": min(r["step"] for r in results)}
-    combined.update(over_seeds(results))
-    combined["per_length"] = {
-        n: over_seeds([r["per_length"][n] for r in results]) for n in sorted(lengths)
+    combined = {
+        **first,
+        "run": path,
+        "step": min(r["step"] for r in results),
+        **over_seeds(results),
+        "per_length": {
+            n: {
+                "samples": first["per_length"][n]["samples"],
+                **over_seeds([r["per_length"][n] for r in results]),
+            }
+            for n in sorted(lengths)
+        },
+        "seeds": results,
     }
-    combined["seeds"] = results
-    return combined
+    return cast(Evaluated, combined)  # a seed's record, its figures those over the seeds
 
 
 def encode_input(experiment: Experiment, text: str) -> list[int]:
