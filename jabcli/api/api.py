@@ -21,6 +21,7 @@ with the message the command line prints.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,7 +229,7 @@ class Run:
         return curves([self.path], metric)
 
 
-def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss") -> Curves:
+def curves(paths: Sequence[str | Path | Run] | str | Path | Run, metric: str = "loss") -> Curves:
     """`jab curves`: a metric by step for each run (a group: median, min and max),
     drawn as one picture in Jupyter."""
     found = paths_of(paths, "curves")
@@ -238,7 +239,7 @@ def curves(paths: list[str | Path | Run] | str | Path | Run, metric: str = "loss
 
 
 def compare(
-    paths: list[str | Path | Run],
+    paths: Sequence[str | Path | Run],
     lengths: tuple[int, int] | None = None,
     samples: int = SAMPLES_PER_LENGTH,
     checkpoint: str = "latest",
@@ -255,11 +256,12 @@ def compare(
         raise JabError("compare takes two or more run folders")
     whole(samples, "samples", 1)
     loaded = [inspection.load_runs(p, checkpoint_name(checkpoint)) for p in found]
+    bounds: tuple[int | None, int | None]
     if lengths is not None:
-        lengths = length_range(lengths)
+        bounds = length_range(lengths)
     else:
-        lengths = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
-    held_out = HeldOut(samples, *lengths, each_length=True)
+        bounds = inspection.default_lengths([one for _, seeds in loaded for one in seeds])
+    held_out = HeldOut(samples, *bounds, each_length=True)
     return Comparison(
         Result(inspection.evaluate_runs(path, seeds, held_out, seed=seed)) for path, seeds in loaded
     )
@@ -285,8 +287,8 @@ def study(
     from jabcli.studies.run_options import check_backend, default_folder
     from jabcli.studies.study_file import read
 
-    file, out = path_of(file, "study"), path_of(out, "out")
-    if file is None:
+    study_file, folder = path_of(file, "study"), path_of(out, "out")
+    if study_file is None:
         raise JabError("study takes a study file, like 'studies/smoke.yaml'")
     if workers is not None:
         whole(workers, "workers", 1)
@@ -301,15 +303,15 @@ def study(
             f"got {cpus_per_cell!r} and {gpus_per_cell!r}"
         )
     runtime.configure()
-    found = read(file)
-    out = out if out is not None else default_folder(found)
-    summary = study_run.run(found, out, workers, view, ray, cpus_per_cell, gpus_per_cell)
+    found = read(study_file)
+    folder = folder if folder is not None else default_folder(found)
+    summary = study_run.run(found, folder, workers, view, ray, cpus_per_cell, gpus_per_cell)
     if summary.interrupted_by is not None:
-        raise KeyboardInterrupt(f"study {out} interrupted; run it again to resume")
+        raise KeyboardInterrupt(f"study {folder} interrupted; run it again to resume")
     if summary.failed:
         names = ", ".join(repr(name) for name in summary.failed)
-        raise JabError(f"cells {names} of {out} failed (logs in {out}/logs)")
-    return load_study(out)
+        raise JabError(f"cells {names} of {folder} failed (logs in {folder}/logs)")
+    return load_study(folder)
 
 
 def load_study(path: str | Path) -> StudyResults:

@@ -5,10 +5,16 @@ there. No Rich, no HTML: each caller styles them its own way."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
+from jabcli.evaluation.figures import RANGES
+
+if TYPE_CHECKING:
+    from jabcli.core.spread import SpreadFigure
+    from jabcli.evaluation.figures import FigureName, Figures
+    from jabcli.studies.study_results import StudyTable
 
 METRIC_NAMES = {
     "loss": "training loss",
@@ -41,11 +47,12 @@ def spread(values: list[float], show=percent) -> str:
     return median_range(*Spread.of(values), show)
 
 
-def figure(row: dict[str, Any], name: str) -> str:
+def figure(row: Figures, name: FigureName) -> str:
     """An accuracy; of a group of seeds, its median [min-max] (see inspection.combine)."""
-    if f"{name}_range" not in row:
+    span = row.get(RANGES[name])
+    if span is None:
         return percent(row[name])
-    return median_range(row[name], *row[f"{name}_range"])
+    return median_range(row[name], *span)
 
 
 def metric_name(metric: str) -> str:
@@ -98,7 +105,7 @@ def training_header(experiment, path, parameters: int, flops: float | None) -> s
 # studies
 
 
-def study_figure(value: dict[str, float] | None, show=percent) -> str:
+def study_figure(value: SpreadFigure | None, show=percent) -> str:
     """A study's figure: median [min-max] over seeds, or '-' where it was not measured."""
     if value is None:
         return "-"
@@ -108,7 +115,7 @@ def study_figure(value: dict[str, float] | None, show=percent) -> str:
 
 
 # What `jab study show --metric` can show, and its name in the heading.
-STUDY_METRICS = {
+STUDY_METRICS: dict[FigureName, str] = {
     "seq_acc": "Exact match",
     "token_acc": "Token accuracy (answer and <eos>)",
     "symbol_acc": "Per-symbol accuracy of the answers as written",
@@ -117,7 +124,7 @@ STUDY_METRICS = {
 }
 
 
-def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
+def study_cells(results: StudyTable) -> list[tuple[str, list[str]]]:
     """Each cell's name and the figures of its row: steps, training seconds, each bin's
     exact match or `results["metric"]` (with the forced exact match after a slash),
     longest length at >= 50% exact match."""
@@ -142,7 +149,7 @@ def study_cells(results: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return rows
 
 
-def study_heading(results: dict[str, Any]) -> str:
+def study_heading(results: StudyTable) -> str:
     counts = sorted({c["seeds"] for c in results["cells"]})
     seeds = f"{'/'.join(map(str, counts))} seed" + ("" if counts == [1] else "s")
     forced = (
@@ -162,7 +169,7 @@ def study_heading(results: dict[str, Any]) -> str:
 STUDY_COLUMNS = ("steps", "training s")
 
 
-def study_markdown(results: dict[str, Any]) -> str:
+def study_markdown(results: StudyTable) -> str:
     """A study's table as Markdown, for a README."""
     longest = "longest length at ≥ 50%"
     if results.get("metric", "seq_acc") != "seq_acc":

@@ -8,7 +8,7 @@ No Rich here.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jabcli.api import plots
 from jabcli.api.formatting import (
@@ -22,6 +22,14 @@ from jabcli.api.formatting import (
 )
 from jabcli.core.spread import every_seed
 from jabcli.training.session import Observer
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from jabcli.evaluation.figures import HeldOutResult
+    from jabcli.inspection.inspection import Evaluated, Prediction
+    from jabcli.runs.metrics import LogRecord
+    from jabcli.studies.study_results import StudyTable
 
 
 def in_notebook() -> bool:
@@ -41,7 +49,7 @@ def bar(x: float, width: int = 100) -> str:
     )
 
 
-def result_html(result: dict[str, Any]) -> str:
+def result_html(result: Evaluated) -> str:
     """`jab eval`'s report: the summary line, then exact match by length with bars."""
     forced = "forced_seq_acc" in result
     head = "<th>length</th><th>samples</th><th>exact match</th><th></th>" + (
@@ -63,7 +71,7 @@ def result_html(result: dict[str, Any]) -> str:
     )
 
 
-def comparison_html(results: list[dict[str, Any]]) -> str:
+def comparison_html(results: Sequence[Evaluated]) -> str:
     """`jab compare`'s table: one row per length, one column per run, bars under figures;
     lengths a run trained on are marked *."""
     head = "".join(
@@ -99,11 +107,14 @@ PREDICTION = ("input", "output", "expected")
 MARKS = {True: "✓ right", False: "✗ wrong", None: "? no reference"}
 
 
-def predictions_html(rows: list[dict[str, Any]]) -> str:
+def predictions_html(rows: Sequence[Prediction]) -> str:
     """`jab predict`'s rows: input, answer, reference, right or wrong."""
     body = "".join(
         "<tr>"
-        + "".join(f"<td><code>{html.escape(r[k] or '-')}</code></td>" for k in PREDICTION)
+        + "".join(
+            f"<td><code>{html.escape(text or '-')}</code></td>"
+            for text in (r["input"], r["output"], r["expected"])
+        )
         + f"<td>{MARKS[r['correct']]}</td></tr>"
         for r in rows
     )
@@ -156,7 +167,7 @@ def missing_plots() -> str | None:
     return f"<p><i>Pictures need matplotlib: {html.escape(plots.INSTALL)}</i></p>"
 
 
-def study_html(results: dict[str, Any]) -> str:
+def study_html(results: StudyTable) -> str:
     """`jab study show`: the table of cells by length bins, then the plot."""
     head = "".join(
         f"<th>{html.escape(c)}</th>"
@@ -186,8 +197,8 @@ class NotebookView(Observer):
         self.header = ""
         self.step = 0
         self.steps = 1
-        self.metrics: list[dict[str, Any]] = []
-        self.eval: list[dict[str, Any]] = []
+        self.metrics: list[LogRecord] = []
+        self.eval: list[HeldOutResult] = []
         self.notes: list[str] = []
         self.target = 1.0
 
@@ -204,12 +215,12 @@ class NotebookView(Observer):
         self.notes.append(message)
         self.update()
 
-    def log(self, records: list[dict[str, Any]]) -> None:
+    def log(self, records: list[LogRecord]) -> None:
         self.metrics = records
-        self.step = records[0]["step"]
+        self.step = records[0].step
         self.update()
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
+    def evaluated(self, results: list[HeldOutResult]) -> None:
         self.eval = results
         self.update()
 
@@ -224,12 +235,12 @@ class NotebookView(Observer):
         figures = []
         if m:
             loss = "{:.4f}".format
-            figures.append(f"loss {spread([r['loss'] for r in m], loss)}")
-            figures.append(f"batch exact match {spread([r['seq_acc'] for r in m])}")
-            figures.append(f"{m[0]['steps_per_sec']:.0f} steps/s")
+            figures.append(f"loss {spread([r.loss for r in m], loss)}")
+            figures.append(f"batch exact match {spread([r.seq_acc for r in m])}")
+            figures.append(f"{m[0].steps_per_sec:.0f} steps/s")
         if ev:
-            figures.append(f"held-out exact match {spread([e['seq_acc'] for e in ev])}")
-            if every_seed([e["at_target"] for e in ev]):  # the Trainer's word
+            figures.append(f"held-out exact match {spread([e.scores['seq_acc'] for e in ev])}")
+            if every_seed([e.at_target for e in ev]):  # the Trainer's word
                 figures.append(f"target {percent(self.target)} reached")
         notes = "".join(f"<br>{html.escape(n)}" for n in self.notes)
         return (

@@ -16,7 +16,11 @@ from jabcli.api.formatting import metric_name, model_words, run_labels
 from jabcli.core.errors import JabError, install
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from matplotlib.typing import RcKeyType
+
+    from jabcli.inspection.inspection import Evaluated
 
 FORMATS = ("svg", "png")
 INSTALL = install("plots")
@@ -174,7 +178,7 @@ def study_plot(results: Mapping[str, Any]) -> Plot:
     )
 
 
-def comparison_plot(results: list[dict[str, Any]]) -> Plot:
+def comparison_plot(results: Sequence[Evaluated]) -> Plot:
     """`jab compare`'s runs: held-out exact match against input length, a line per run
     (a group of seeds: its median, with its min-max band), the training lengths marked
     when the runs share them."""
@@ -195,7 +199,7 @@ def comparison_plot(results: list[dict[str, Any]]) -> Plot:
                 [row["seq_acc_range"][1] for row in rows] if banded else None,
             )
         )
-    trained = {tuple(r["train_lengths"]) for r in results}
+    trained = {(r["train_lengths"][0], r["train_lengths"][1]) for r in results}
     return Plot(
         curves,
         x_label="input length",

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from jabcli.inspection.inspection import Evaluated, Prediction
+    from jabcli.studies.study_results import StudyTable
 
 
 class StudyResults(dict):
@@ -18,7 +22,7 @@ class StudyResults(dict):
     def _repr_html_(self) -> str:
         from jabcli.api.notebook import study_html
 
-        return study_html(self)
+        return study_html(cast("StudyTable", self))  # what load_study holds
 
 
 class Result(dict):
@@ -34,7 +38,7 @@ class Result(dict):
     def _repr_html_(self) -> str:
         from jabcli.api.notebook import result_html
 
-        return result_html(self)
+        return result_html(cast("Evaluated", self))  # what evaluate_runs made
 
 
 class Comparison(list):
@@ -43,14 +47,14 @@ class Comparison(list):
     def _repr_html_(self) -> str:
         from jabcli.api.notebook import comparison_html
 
-        return comparison_html(self)
+        return comparison_html(cast("list[Evaluated]", self))  # what evaluate_runs made
 
 
 class Predictions(list):
     """`jab predict`'s rows (input, output, expected, correct), as an HTML table;
     `skipped`: the inputs `skip_bad` left out, {index: why}."""
 
-    def __init__(self, rows: Iterable[dict[str, Any]] = (), skipped: dict[int, str] | None = None):
+    def __init__(self, rows: Iterable[Prediction] = (), skipped: dict[int, str] | None = None):
         super().__init__(rows)
         self.skipped = skipped or {}
 

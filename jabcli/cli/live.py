@@ -4,7 +4,8 @@ line per running cell (`StudyView`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group
@@ -29,7 +30,15 @@ from jabcli.api.formatting import (
 from jabcli.cli.display import console, live, say
 from jabcli.core.settings import short_name
 from jabcli.core.spread import every_seed
+from jabcli.studies.events import StudyObserver, WorkerEvent
 from jabcli.training.session import Observer
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jabcli.evaluation.figures import HeldOutResult
+    from jabcli.runs.metrics import LogRecord
+    from jabcli.studies.studies import Cell, CellEvaluation, Study
 
 
 class Ending(TimeRemainingColumn):
@@ -55,8 +64,8 @@ class TrainView(Observer):
             Ending(),
             console=console,
         )
-        self.metrics: list[dict[str, Any]] = []  # the latest record of each seed
-        self.eval: list[dict[str, Any]] = []  # the latest evaluation of each seed
+        self.metrics: list[LogRecord] = []  # the latest record of each seed
+        self.eval: list[HeldOutResult] = []  # the latest evaluation of each seed
         self.live: Live | None = None
         self.target = 1.0
         self.stopped = False  # a first signal came: training stops after this chunk
@@ -101,14 +110,24 @@ class TrainView(Observer):
         table.add_column("", style="bold", overflow="fold")
         table.add_column("training batch", justify="right", overflow="fold")
         table.add_column("held-out", justify="right", overflow="fold")
-        table.add_row("step", cell(m[:1], "step", str), cell(ev[:1], "step", str))
-        table.add_row("loss", cell(m, "loss", "{:.4f}".format))
-        table.add_row("token acc", cell(m, "token_acc", percent), cell(ev, "token_acc", percent))
-        table.add_row("exact match", cell(m, "seq_acc", percent), cell(ev, "seq_acc", percent))
-        table.add_row("learning rate", cell(m[:1], "lr", "{:.2e}".format))
+        table.add_row(
+            "step", cell([r.step for r in m[:1]], str), cell([e.step for e in ev[:1]], str)
+        )
+        table.add_row("loss", cell([r.loss for r in m], "{:.4f}".format))
+        table.add_row(
+            "token acc",
+            cell([r.token_acc for r in m], percent),
+            cell([e.scores["token_acc"] for e in ev], percent),
+        )
+        table.add_row(
+            "exact match",
+            cell([r.seq_acc for r in m], percent),
+            cell([e.scores["seq_acc"] for e in ev], percent),
+        )
+        table.add_row("learning rate", cell([r.lr for r in m[:1]], "{:.2e}".format))
         parts: list[Any] = [self.progress, table]
         if len(ev) > 1:
-            reached = sum(e["at_target"] for e in ev)  # the Trainer's word
+            reached = sum(e.at_target for e in ev)  # the Trainer's word
             parts.append(
                 Text(
                     f"{reached} of {len(ev)} seeds at the target {percent(self.target)}; "
@@ -117,45 +136,44 @@ class TrainView(Observer):
             )
         return Group(*parts)
 
-    def log(self, records: list[dict[str, Any]]) -> None:
+    def log(self, records: list[LogRecord]) -> None:
         self.metrics = records
         first = records[0]
         # Every seed evaluated at this step reached the target: the Trainer stops here.
         ev = self.eval
-        reached = (
-            bool(ev) and ev[0]["step"] == first["step"] and every_seed([e["at_target"] for e in ev])
-        )
+        reached = bool(ev) and ev[0].step == first.step and every_seed([e.at_target for e in ev])
         self.progress.update(
             self.bar,
-            completed=first["step"],
-            speed=f"{first['steps_per_sec']:.0f} steps/s",
+            completed=first.step,
+            speed=f"{first.steps_per_sec:.0f} steps/s",
             ended="target reached" if reached else "stopping" if self.stopped else "",
         )
         if reached:
             self.progress.stop_task(self.bar)
-        self.live.update(self.render())
+        if self.live is not None:
+            self.live.update(self.render())
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
+    def evaluated(self, results: list[HeldOutResult]) -> None:
         self.eval = results
         first = results[0]
         seeds = f", median [min-max] of {len(results)} seeds" if len(results) > 1 else ""
         console.print(
-            f"step {first['step']:>6}  held-out: token acc "
-            f"{spread([r['token_acc'] for r in results])}, exact match "
-            f"{spread([r['seq_acc'] for r in results])} "
-            f"({plural(first['samples'], 'sample')}{seeds})",
+            f"step {first.step:>6}  held-out: token acc "
+            f"{spread([r.scores['token_acc'] for r in results])}, exact match "
+            f"{spread([r.scores['seq_acc'] for r in results])} "
+            f"({plural(first.scores['samples'], 'sample')}{seeds})",
             markup=False,
         )
 
 
-def cell(records: list[dict[str, Any]], key: str, show) -> Text | str:
-    """A figure of the latest records (one per seed), or '-' before there is one."""
-    if not records or key not in records[0]:
+def cell(values: list[float], show: Callable[[float], str]) -> Text | str:
+    """A figure of the latest records (one value per seed), or '-' before there is one."""
+    if not values:
         return "-"
-    return Text(spread([r[key] for r in records], show))
+    return Text(spread(values, show))
 
 
-class StudyView:
+class StudyView(StudyObserver):
     """Live view of a study: a bar over every cell's training steps with ETA, a line per
     running cell (step, loss, held-out exact match) and a line per cell as it ends."""
 
@@ -167,11 +185,11 @@ class StudyView:
             TimeRemainingColumn(),
             console=console,
         )
-        self.running: dict[str, dict[str, Any]] = {}
+        self.running: dict[str, dict[str, str]] = {}  # each running cell's columns
         self.steps: dict[str, int] = {}  # each running cell's step, as last reported
         self.live: Live | None = None
 
-    def begin(self, study, out, todo, workers: str) -> None:
+    def begin(self, study: Study, out: Path, todo: list[Cell], workers: str) -> None:
         self.total = len(study.cells)
         self.done = self.total - len(todo)
         self.bins = study.evaluation.bins
@@ -183,7 +201,7 @@ class StudyView:
                 f"{workers}",
             )
         )
-        steps = sum(cell.config["train"]["steps"] for cell in todo)
+        steps = sum(cell.steps for cell in todo)
         self.bar = self.progress.add_task("steps", total=max(steps, 1), cells=self.count())
         self.live = live(self.render())
         self.live.__enter__()
@@ -211,38 +229,38 @@ class StudyView:
         if self.live is not None:
             self.live.update(self.render())
 
-    def started(self, cell) -> None:
+    def started(self, cell: Cell) -> None:
         self.running[cell.name] = {"step": "starting"}
         self.update()
 
-    def progress_of(self, cell, step: int) -> None:
+    def progress_of(self, cell: Cell, step: int) -> None:
         before = self.steps.get(cell.name, 0)
         self.progress.advance(self.bar, max(0, step - before))
         self.steps[cell.name] = step
 
-    def event(self, cell, event: dict[str, Any]) -> None:
+    def event(self, cell: Cell, event: WorkerEvent) -> None:
         row = self.running.setdefault(cell.name, {})
-        kind = event.get("event")
-        if kind == "begin":
-            self.progress_of(cell, event["step"])
-            row["step"] = f"{event['step']}/{event['steps']}"
-        elif kind == "log":
-            self.progress_of(cell, event["step"])
-            row["step"] = f"{event['step']}/{cell.config['train']['steps']}"
-            row["loss"] = f"{event['loss']:.4f}"
-        elif kind == "eval":
-            row["held-out"] = percent(event["seq_acc"])
+        kind = event.event
+        if kind == "begin" and event.step is not None:
+            self.progress_of(cell, event.step)
+            row["step"] = f"{event.step}/{event.steps}"
+        elif kind == "log" and event.step is not None:
+            self.progress_of(cell, event.step)
+            row["step"] = f"{event.step}/{cell.steps}"
+            row["loss"] = f"{event.loss:.4f}"
+        elif kind == "eval" and event.seq_acc is not None:
+            row["held-out"] = percent(event.seq_acc)
         elif kind == "evaluating":
             row["step"] = "measuring"
         self.update()
 
-    def ended(self, cell, line: Text) -> None:
+    def ended(self, cell: Cell, line: Text) -> None:
         self.running.pop(cell.name, None)
-        self.progress_of(cell, cell.config["train"]["steps"])
+        self.progress_of(cell, cell.steps)
         console.print(line)
         self.update()
 
-    def finished(self, cell, evaluation: dict[str, Any]) -> None:
+    def finished(self, cell: Cell, evaluation: CellEvaluation) -> None:
         from jabcli.studies.studies import bin_name
         from jabcli.studies.study_results import measured
 
@@ -253,10 +271,10 @@ class StudyView:
         )
         self.ended(cell, Text.assemble(("done ", "green"), (cell.name, "bold"), f": {parts}"))
 
-    def failed(self, cell, error: str) -> None:
+    def failed(self, cell: Cell, error: str) -> None:
         self.ended(cell, Text.assemble(("failed ", "red"), (cell.name, "bold"), f": {error}"))
 
-    def stopped(self, cell) -> None:
+    def stopped(self, cell: Cell) -> None:
         self.running.pop(cell.name, None)
         self.update()
 

@@ -59,13 +59,13 @@ def tasks_command(
         commands("Train it with:", [f"jab train --task {path}:{class_name(new)}"])
         return
     from jabcli.cli.display import commands, console, say
-    from jabcli.cli.tables import task_table
+    from jabcli.cli.tables import TaskRow, task_table
     from jabcli.core.config import preset
     from jabcli.core.settings import TaskConfig
     from jabcli.tasks.derived import aligned
     from jabcli.tasks.registry import TASKS
 
-    rows = []
+    rows: list[TaskRow] = []
     for name, task in TASKS.items():
         defaults = {**TaskConfig().__dict__, **(preset(name) or {}).get("task", {})}
         rows.append(
@@ -76,7 +76,7 @@ def tasks_command(
                 "min_len": defaults["min_len"],
                 "max_len": defaults["max_len"],
                 "aligned": aligned(task()),
-                "level": task.level or None,  # regular, DCF or CS; None: jab's own
+                "level": task.level or None,
             }
         )
     if as_json:

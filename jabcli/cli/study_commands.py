@@ -27,11 +27,6 @@ from jabcli.core.errors import JabError, install, suggest
 if TYPE_CHECKING:
     from jabcli.studies.study_results import StudyTable
 
-    class ShownStudy(StudyTable):
-        """A study's results as `jab study show` prints them: with the metric shown."""
-
-        metric: str
-
 
 def study_run_command(
     file: Annotated[
@@ -159,13 +154,14 @@ def study_show_command(
 
     if as_json and markdown:
         raise JabError("give either --json or --markdown, not both")
-    if metric not in STUDY_METRICS:
+    shown = next((name for name in STUDY_METRICS if name == metric), None)
+    if shown is None:
         raise JabError(
             f"--metric must be one of {', '.join(STUDY_METRICS)}, got {metric!r}"
             f"{suggest(metric, STUDY_METRICS)}"
         )
     check_save(save, PLOT_FILES)
-    results: ShownStudy = {**study_results.table(folder, bins), "metric": metric}
+    results: StudyTable = {**study_results.table(folder, bins), "metric": shown}
     if metric.startswith("forced_") and not results["force_length"]:
         raise JabError(
             f"--metric {metric} needs answers decoded at their true length: {folder} was "

@@ -4,10 +4,10 @@ table by length bins."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -29,14 +29,27 @@ from jabcli.cli.display import Fitted, facts, lines, round_ticks, titled
 from jabcli.training.session import Outcome
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import Example
+    from jabcli.evaluation.figures import Example, Figures
+    from jabcli.inspection.inspection import Evaluated, Prediction
     from jabcli.inspection.listing import RunRow
     from jabcli.studies.study_results import StudyTable
 
 BAR_WIDTH = 20  # the longest bar of an accuracy, in characters
 
 
-def task_table(rows: list[dict[str, Any]]) -> Group:
+class TaskRow(TypedDict):
+    """A built-in task as `jab tasks` lists it (and `--json` prints it)."""
+
+    name: str
+    description: str
+    alphabet: str
+    min_len: int
+    max_len: int
+    aligned: bool  # model.pos_encoding=coupled applies
+    level: str | None  # regular, DCF or CS; None: jab's own
+
+
+def task_table(rows: list[TaskRow]) -> Group:
     table = Table()
     for column in ("name", "description", "alphabet", "lengths", "level", "coupled"):
         table.add_column(column, overflow="fold")
@@ -120,7 +133,7 @@ def examples_table(
     return titled(title, answers(ordered, ("input", "output", "expected")))
 
 
-def answers(rows: Sequence[Mapping[str, Any]], heads: tuple[str, str, str]) -> Fitted:
+def answers(rows: Sequence[Example] | Sequence[Prediction], heads: tuple[str, str, str]) -> Fitted:
     """Inputs, each with its answer, the reference and a verdict; where even the headers'
     words have no room, three lines an input."""
     table = Table(box=box.SIMPLE_HEAD)
@@ -160,8 +173,8 @@ def summary(outcome: Outcome) -> Group:
         else:
             reached = "reached" if outcome.reached_target else "not reached"
         rows += [
-            ("held-out token acc", spread([e["token_acc"] for e in evals])),
-            ("held-out exact match", spread([e["seq_acc"] for e in evals])),
+            ("held-out token acc", spread([e.scores["token_acc"] for e in evals])),
+            ("held-out exact match", spread([e.scores["seq_acc"] for e in evals])),
             ("target", f"{percent(outcome.target_seq_acc)} {reached}"),
         ]
     parts: list[Any] = [titled("Run summary", facts(rows))]
@@ -169,11 +182,11 @@ def summary(outcome: Outcome) -> Group:
         # Mistakes first, so the title says so: 1 wrong of 8 shown is no measure of a run.
         title = "Held-out predictions" + (" of the first seed" if len(evals) > 1 else "")
         title += ", mistakes first"
-        parts.append(examples_table(evals[0]["examples"], title=title))
+        parts.append(examples_table(evals[0].scores["examples"], title=title))
     return Group(*parts)
 
 
-def eval_report(result: dict[str, Any], run_path: str, train_range: tuple[int, int]) -> Group:
+def eval_report(result: Evaluated, run_path: str, train_range: tuple[int, int]) -> Group:
     model = model_words(result["pos_encoding"], result["arch"], " positions")
     rows = [
         ("run", run_path),
@@ -239,7 +252,7 @@ class Bar:
         )
 
 
-def length_table(per_length: dict[int, dict[str, Any]], train_range: tuple[int, int]) -> Group:
+def length_table(per_length: dict[int, Figures], train_range: tuple[int, int]) -> Group:
     """Accuracy at each input length with a bar per row; lengths beyond training have
     bars of another shade (read without colour too)."""
     low, high = train_range
@@ -290,7 +303,7 @@ class LengthChart:
     the mean of a few neighbouring lengths.
     """
 
-    per_length: dict[int, dict[str, Any]]
+    per_length: dict[int, Figures]
     train_range: tuple[int, int]
     title: str = "Exact match by input length"
     height: int = 8
@@ -337,7 +350,7 @@ class LengthChart:
         yield legend
 
 
-def comparison(results: list[dict[str, Any]]) -> Group:
+def comparison(results: Sequence[Evaluated]) -> Group:
     """Several runs' exact match side by side, one row per length, then each run's chart;
     narrower than the table's words, what each run is, then a line per length."""
     table = Table(box=box.SIMPLE_HEAD)
@@ -376,13 +389,13 @@ def comparison(results: list[dict[str, Any]]) -> Group:
         title += "; a group of seeds: median [min-max], charted by its median"
     parts.append(titled(title, Fitted(table, Group(lines(blocks), *by_length))))
     parts += [
-        LengthChart(r["per_length"], tuple(r["train_lengths"]), title=name)
+        LengthChart(r["per_length"], (r["train_lengths"][0], r["train_lengths"][1]), title=name)
         for r, name in zip(results, names)
     ]
     return Group(*parts)
 
 
-def predictions(rows: list[dict[str, Any]]) -> Fitted:
+def predictions(rows: Sequence[Prediction]) -> Fitted:
     return answers(rows, ("input", "prediction", "reference"))
 
 

@@ -52,14 +52,14 @@ class PlainHelp:
     would write `--json <bool>`, `runs... <list[Path]>` and `{runs}...`)."""
 
     def get_params(self, ctx):
-        params = super().get_params(ctx)
+        params = super().get_params(ctx)  # type: ignore[misc]  # the Typer class mixed in
         for param in params:
             if getattr(param, "is_flag", False):
                 param.metavar = ""
             elif isinstance(param, TyperArgument):
                 # Rich's help shows a type beside the metavar; a per-instance patch, as
                 # Typer has no setting for it.
-                param.display_type_rich = lambda ctx: None  # its metavar says it
+                param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
         return params
 
 

@@ -5,7 +5,6 @@ it ended (0 measured, 130/143 interrupted, 1 failed)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -22,17 +21,18 @@ def main() -> None:
     from jabcli.cli.pipes import QuietStdout
     from jabcli.core.errors import JabError
     from jabcli.studies.cell_job import work
+    from jabcli.studies.events import WorkerEvent
     from jabcli.studies.local import die_with_parent
 
     die_with_parent()
     sys.stdout = QuietStdout(sys.stdout)  # a driver gone is no reason to lose the cell
     out, folder = Path(sys.argv[1]), sys.argv[2]
 
-    def emit(event: dict) -> None:
-        if event.get("event") == "note":
-            print(event["message"], file=sys.stderr, flush=True)
+    def emit(event: WorkerEvent) -> None:
+        if event.event == "note":
+            print(event.message, file=sys.stderr, flush=True)
         else:
-            print(json.dumps(event), flush=True)
+            print(event.to_json(), flush=True)
 
     try:
         code = work(out, folder, emit)

@@ -28,7 +28,8 @@ def configure() -> None:
     chose a precision (JAX_DEFAULT_MATMUL_PRECISION, or `jax.config` in a notebook)."""
     import jax
 
-    if jax.config.jax_default_matmul_precision is None:
+    # jax.config's settings are attributes it makes at run time (no stubs for them)
+    if jax.config.jax_default_matmul_precision is None:  # type: ignore[attr-defined]
         jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)
 
 

@@ -148,7 +148,7 @@ def kept_path(experiment: Keyed, kind: str, name: str, suffix: str) -> Path:
         source_digest(),
         experiment.code_digest,  # the user's own code, where it runs any
         versions(),
-        str(jax.config.jax_default_prng_impl),
+        str(jax.config.jax_default_prng_impl),  # type: ignore[attr-defined]  # made at run time
     ]
     digest = hashlib.sha256(json.dumps(whole, sort_keys=True, default=str).encode()).hexdigest()
     return cache_dir().parent / kind / f"{digest}{suffix}"
@@ -224,8 +224,8 @@ def stored_program(
         f"{jax.device_count()} {device.platform} {device.device_kind} "
         f"{device.client.platform_version} with XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}"
         # settings that change what a function lowers to without changing jab's config
-        f" x64={jax.config.jax_enable_x64} matmul={jax.config.jax_default_matmul_precision}"
-        f" threefry={jax.config.jax_threefry_partitionable}"
+        f" x64={jax.config.jax_enable_x64} matmul={jax.config.jax_default_matmul_precision}"  # type: ignore[attr-defined]
+        f" threefry={jax.config.jax_threefry_partitionable}"  # type: ignore[attr-defined]
     )
     pointer = kept_path(experiment, "programs", f"{name} on {machine}", ".key")
     with contextlib.suppress(Exception):  # absent or unreadable: look for the program
@@ -384,13 +384,14 @@ def waited(work: Callable[[], Any]) -> Any:
     a thread of its own while this one waits in short sleeps, calling what `polling` set
     between them: no signal handler of this thread could run while it compiled, so a
     Ctrl-C waited for the compilation to end. Its result, or its exception."""
-    done: dict[str, Any] = {}
+    results: list[Any] = []
+    errors: list[BaseException] = []  # handed to the waiting thread
 
     def run() -> None:
         try:
-            done["result"] = work()
-        except BaseException as error:  # handed to the waiting thread
-            done["error"] = error
+            results.append(work())
+        except BaseException as error:
+            errors.append(error)
 
     thread = threading.Thread(target=run, name="jab compiling", daemon=True)
     thread.start()
@@ -398,9 +399,9 @@ def waited(work: Callable[[], Any]) -> Any:
     while thread.is_alive():
         thread.join(0.01)
         meanwhile()
-    if "error" in done:
-        raise done["error"]
-    return done["result"]
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 class StoredProgram:

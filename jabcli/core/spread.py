@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypedDict
+
+
+class SpreadFigure(TypedDict):
+    """A figure over seeds as study.json and `jab study show --json` keep it (a `Spread`)."""
+
+    median: float
+    min: float
+    max: float
 
 
 class Spread(NamedTuple):
@@ -46,7 +54,7 @@ class Spread(NamedTuple):
         )
         return [Spread(*column) for column in columns]
 
-    def record(self) -> dict[str, float]:
+    def record(self) -> SpreadFigure:
         """As study.json and `jab study show --json` keep a figure over seeds."""
         return {"median": self.median, "min": self.low, "max": self.high}
 

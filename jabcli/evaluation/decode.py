@@ -165,13 +165,15 @@ def greedy_decode(
 ) -> jax.Array:
     """src [B, S] -> output ids [B, max_out], <eos>-terminated and <pad>-filled."""
     batch, empty = src.shape[0], layout.empty_rows(src)
+    decode_step = fns.decode_step
+    assert fns.encode and fns.init_cache and decode_step, "a token-by-token form builds these"
     memory = fns.encode(params, None, src, src_positions)
     cache = fns.init_cache(params, None, memory, src_positions, max_out)
     out = jnp.full((batch, max_out), PAD_ID, jnp.int32)
 
     def step(carry):
         position, token, out, cache = carry
-        logits, cache = fns.decode_step(
+        logits, cache = decode_step(
             params, None, token, position, cache, src, tgt_positions, src_positions
         )
         token = _choose(logits, position, empty, lengths)

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TypedDict
 
 import jax
 import numpy as np
-from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core import memory
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID, Tokenizer
 from jabcli.evaluation import layout
 from jabcli.evaluation.decode import decode_bytes, decode_rows
+from jabcli.evaluation.figures import Example, Figures, Scores
 from jabcli.experiment.experiment import Experiment
 from jabcli.tasks import sampling
 from jabcli.tasks.batch import Batch
@@ -34,51 +33,6 @@ class HeldOut:
     max_len: int | None = None
     each_length: bool = False
     force_length: bool = False
-
-
-class Figures(TypedDict):
-    """Accuracies of a set of answers (every figure of `score`, see there); the forced
-    ones only when measured with `force_length`. A group of seeds' figures are medians,
-    each with its [min, max] under `<name>_range` (`inspection.combine`, from a `Spread`)."""
-
-    samples: int
-    token_acc: float
-    token_acc_range: NotRequired[list[float]]
-    symbol_acc: float
-    symbol_acc_range: NotRequired[list[float]]
-    seq_acc: float
-    seq_acc_range: NotRequired[list[float]]
-    forced_seq_acc: NotRequired[float]
-    forced_seq_acc_range: NotRequired[list[float]]
-    forced_symbol_acc: NotRequired[float]
-    forced_symbol_acc_range: NotRequired[list[float]]
-
-
-class Example(TypedDict):
-    """One held-out input, the model's answer, the reference and whether they agree."""
-
-    input: str
-    output: str
-    expected: str
-    correct: bool
-
-
-class Scores(Figures):
-    """A held-out evaluation: the figures overall and by source length, every example."""
-
-    per_length: dict[int, Figures]
-    examples: list[Example]
-
-
-class HeldOutResult(Scores):
-    """One seed's held-out evaluation as `Trainer.run` reports it (`on_eval`): its scores,
-    the step it was made at, and whether it reached train.target_seq_acc."""
-
-    step: int
-    at_target: bool
-
-
-FIGURES = ("token_acc", "symbol_acc", "seq_acc", "forced_seq_acc", "forced_symbol_acc")
 
 
 def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) -> Scores:
@@ -115,12 +69,13 @@ def evaluate(experiment: Experiment, params, key: jax.Array, held_out: HeldOut) 
     result = score(experiment.tokenizer, src, predicted, tgt_out, end_scored=end_scored)
     if held_out.force_length:
         content = score(experiment.tokenizer, src, forced, tgt_out, end_scored=end_scored)
-        for figures, forced in [
+        pairs: list[tuple[Figures, Figures]] = [
             (result, content),
             *((row, content["per_length"][n]) for n, row in result["per_length"].items()),
-        ]:
-            figures["forced_seq_acc"] = forced["seq_acc"]
-            figures["forced_symbol_acc"] = forced["symbol_acc"]
+        ]
+        for figures, at_length in pairs:
+            figures["forced_seq_acc"] = at_length["seq_acc"]
+            figures["forced_symbol_acc"] = at_length["symbol_acc"]
     return result
 
 
@@ -193,7 +148,7 @@ def score(
     symbol_hits = (predicted == expected) & symbols
     exact = np.all(predicted == expected, axis=1)  # both are <pad>-filled after <eos>
     lengths = layout.source_symbols(tokenizer, src)
-    per_length = {}
+    per_length: dict[int, Figures] = {}
     for length in np.unique(lengths):
         rows = lengths == length
         per_length[int(length)] = {
@@ -203,7 +158,7 @@ def score(
             "seq_acc": float(exact[rows].mean()),
         }
     decode = tokenizer.decode
-    examples = [
+    examples: list[Example] = [
         {"input": decode(s), "output": decode(p), "expected": decode(e), "correct": bool(ok)}
         for s, p, e, ok in zip(src, predicted, expected, exact)
     ]
@@ -224,7 +179,7 @@ def ratio(hits, count) -> float:
 
 def symbols_only(tokenizer: Tokenizer, ids: np.ndarray) -> np.ndarray:
     """Id rows [N, T] with their index hints taken out, the rest moved up, <pad> after."""
-    hints = tokenizer.is_hint(ids)
+    hints = np.asarray(tokenizer.is_hint(ids))
     if not hints.any():
         return ids
     order = np.argsort(hints, axis=1, kind="stable")  # the other tokens first, in order

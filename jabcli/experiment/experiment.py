@@ -83,8 +83,9 @@ class Experiment:
         tokenizer is the shared vocabulary (with the index hints if the task has them)
         unless a saved run's is given."""
         t, m = config.task, config.model
-        if tokenizer is None and data is None and data_path(t.name) is not None:
-            data = DataFile.read(data_path(t.name))  # its characters make the vocabulary
+        path = data_path(t.name)
+        if tokenizer is None and data is None and path is not None:
+            data = DataFile.read(path)  # its characters make the vocabulary
         tokenizer = tokenizer or new_tokenizer(t, data)
         task = build_task(t, tokenizer, data)
         if t.alphabet and t.alphabet != task.alphabet:
@@ -226,6 +227,7 @@ def new_tokenizer(t: TaskConfig, data: DataFile | None = None) -> Tokenizer:
 def build_task(t: TaskConfig, tokenizer: Tokenizer, data: DataFile | None = None) -> Task:
     """The task a config names, with its options: a built-in one or `file:PATH`."""
     path = data_path(t.name)
+    task: Task
     if path is not None:
         if data is None or data.path != path:
             data = DataFile.read(path, tokenizer)

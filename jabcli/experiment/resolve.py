@@ -21,7 +21,7 @@ from jabcli.core.errors import JabError, suggest
 from jabcli.core.settings import FILE_PREFIX, Config, data_path
 from jabcli.experiment.experiment import Experiment, users_task
 from jabcli.tasks import user_code
-from jabcli.tasks.datafile import DataFile
+from jabcli.tasks.datafile import DataFile, FileTask
 from jabcli.tasks.hinted import Hinted
 from jabcli.tasks.registry import TASKS, task_class
 
@@ -82,20 +82,21 @@ def resolve(
         given.append((key, source))
     for key, value in (("steps", steps), ("seed", seed), ("seeds", seeds)):
         if value is not None:  # checked as a config key: the API may pass 1.5
-            named = f"--{key}" if source == "--set" else key  # as the caller names it
-            configuration.set_key(config, f"train.{key}", value, named)
+            flag = f"--{key}" if source == "--set" else key  # as the caller names it
+            configuration.set_key(config, f"train.{key}", value, flag)
     configuration.validate(config)
     check_own_options(config.task.name, given)
     experiment = Experiment.create(config, None, data)
     t = experiment.config.task
     if users_task(t.name) is not None:  # the user's own: checked before it trains
-        task = experiment.task.task if isinstance(experiment.task, Hinted) else experiment.task
-        user_code.check_answers(task, jax.random.PRNGKey(0), t.min_len, t.max_len)
-    if data is not None and t.max_len > experiment.task.longest:  # a new run only
+        own = experiment.task.task if isinstance(experiment.task, Hinted) else experiment.task
+        user_code.check_answers(own, jax.random.PRNGKey(0), t.min_len, t.max_len)
+    read = experiment.task if isinstance(experiment.task, FileTask) else None
+    if data is not None and read is not None and t.max_len > read.longest:  # a new run only
         raise JabError(
-            f"{data.path}'s inputs are at most {experiment.task.longest} symbols long; "
+            f"{data.path}'s inputs are at most {read.longest} symbols long; "
             f"task.max_len {t.max_len} would pad every batch for nothing (set at most "
-            f"{experiment.task.longest})"
+            f"{read.longest})"
         )
     return experiment
 
@@ -117,9 +118,8 @@ def set_key(config: Config, key: str, value: Any, source: str, raw: str | None =
             f"{settings.short_name(config.task.name)} takes "
             f"{', '.join(own) or 'no options of its own'}"
         )
-    default = fields[name].default
-    if default is dataclasses.MISSING:
-        default = fields[name].default_factory()
+    field = fields[name]
+    default = field.default_factory() if callable(field.default_factory) else field.default
     expected = type(default)
     if expected is str and raw is not None:
         value = raw  # the text as typed, as for jab's own string keys
@@ -178,15 +178,16 @@ def other_task(path: Path, task: str | None) -> str | None:
         task = mine.get("name") if isinstance(mine, dict) else None
         if task is None:
             return None
-    if data_path(task) is not None and data_path(str(named)) is not None:
-        here = (path.parent / data_path(str(named))).resolve()
-        return None if Path(data_path(task)).resolve() == here else str(named)
+    mine, theirs = data_path(task), data_path(str(named))
+    if mine is not None and theirs is not None:
+        here = (path.parent / theirs).resolve()
+        return None if Path(mine).resolve() == here else str(named)
     return None if str(named) == task else str(named)
 
 
 def apply_data_file(config: Config, name: str) -> DataFile:
     """A data file's own defaults, its input alphabet and range of input lengths."""
-    data = DataFile.read(data_path(name))
+    data = DataFile.read(name.removeprefix(FILE_PREFIX))
     configuration.apply(config, {"task": {"name": name, **data.defaults()}}, name)
     return data
 
@@ -199,8 +200,9 @@ def apply_file(config: Config, path: Path) -> DataFile | None:
     task = values.get("task")
     named = task.get("name") if isinstance(task, dict) else None
     data = None
-    if isinstance(named, str) and data_path(named) is not None:
-        name = FILE_PREFIX + str(path.parent / data_path(named))
+    relative = data_path(named) if isinstance(named, str) else None
+    if isinstance(task, dict) and relative is not None:
+        name = FILE_PREFIX + str(path.parent / relative)
         values = {**values, "task": {**task, "name": name}}
         data = apply_data_file(config, name)
     configuration.apply(config, values, str(path))

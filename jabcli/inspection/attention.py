@@ -4,6 +4,7 @@ attention while it is answered (cross, encoder or decoder), or a recurrent form'
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,6 +115,8 @@ def one_pass_picture(
     drawn as attention is, one layer of one head: after each token read, the size
     (Euclidean norm) of each cell's vector, the largest 1 (columns: the cells, numbered by
     their last two digits; the trailing cells no step wrote, left out)."""
+    import jax.numpy as jnp
+
     from jabcli.evaluation.decode import attention_weights
     from jabcli.model.encoder_only import answer_slots
     from jabcli.tasks import derived
@@ -121,36 +124,36 @@ def one_pass_picture(
     experiment = loaded.experiment
     slots = np.zeros_like(tgt_positions)  # only their width is read, as decoding did
     seen = attention_weights(experiment, loaded.params, src, slots, src_positions, tgt_positions)
-    count = src.shape[1] + int(answer_slots(experiment.task, src, slots.shape[1])[0])
+    ids = jnp.asarray(src)  # as the model read them, for the slots the task gives them
+    count = src.shape[1] + int(answer_slots(experiment.task, ids, slots.shape[1])[0])
     read = src[0]
     if experiment.config.model.answer_slots == "exact":  # the paper's: no <eos>, fewer slots
         read = read[read != EOS_ID]
-        count = len(read) + int(derived.exact_slots(experiment.task, src)[0])
+        count = len(read) + int(derived.exact_slots(experiment.task, ids)[0])
     tokens = experiment.tokenizer.tokens
     written = ["$" if i == EOS_ID else tokens[i] for i in produced]
     written = written[: count - len(read)]  # exact slots: the <eos> past them is no slot's
     rows = [tokens[i] for i in read] + [f"{SLOT_LABEL}→{token}" for token in written]
     rows += [SLOT_LABEL] * (count - len(rows))
-    answered = {
-        "input": text,
-        "answer": experiment.tokenizer.decode(out),
-        "expected": experiment.task.solve(text),
-        "rows": rows,
-    }
+    answered = functools.partial(
+        AttentionMap,
+        input=text,
+        answer=experiment.tokenizer.decode(out),
+        expected=experiment.task.solve(text),
+        rows=rows,
+    )
     if kind in MEMORY_KINDS:
         sizes = np.linalg.norm(np.asarray(seen.cells, np.float64)[0, :count], axis=-1)  # [N, M]
         written_cells = np.flatnonzero(sizes.max(axis=0) > 0)
         sizes = sizes[:, : written_cells[-1] + 1 if len(written_cells) else 1]
-        return AttentionMap(
+        return answered(
             kind=kind,
             weights=(sizes / max(sizes.max(), 1e-30))[None, None],
             cols=[str(cell % 100) for cell in range(sizes.shape[1])],
             memory=MEMORY_KINDS[kind],
-            **answered,
         )
-    return AttentionMap(
+    return answered(
         kind="encoder",
         weights=np.asarray(seen.encoder)[:, 0, :, :count, :count],
         cols=rows[: src.shape[1]] + [SLOT_LABEL] * (count - src.shape[1]),
-        **answered,
     )

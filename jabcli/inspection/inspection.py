@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 from typing_extensions import NotRequired  # typing has it from Python 3.11
@@ -20,7 +21,8 @@ from jabcli.core.settings import short_name
 from jabcli.core.spread import Spread
 from jabcli.core.tokenizer import clean
 from jabcli.evaluation import layout
-from jabcli.evaluation.evaluate import FIGURES, Figures, HeldOut, Scores, evaluate
+from jabcli.evaluation.evaluate import HeldOut, evaluate
+from jabcli.evaluation.figures import FIGURES, Figures, Scores
 from jabcli.experiment.experiment import Experiment
 from jabcli.runs import runs
 from jabcli.runs.runs import Run
@@ -136,11 +138,7 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
     check_lengths(loaded, min_len, max_len)
     held_out = dataclasses.replace(held_out, min_len=min_len, max_len=max_len)
     result = evaluate(loaded.experiment, loaded.params, evaluation_key(seed), held_out)
-    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
-        result["missing_lengths"] = [
-            n for n in range(min_len, max_len + 1) if n not in result["per_length"]
-        ]
-    return {
+    evaluated: Evaluated = {
         "run": str(loaded.run.path),
         "step": loaded.step,
         "task": short_name(t.name),
@@ -151,6 +149,11 @@ def evaluate_run(loaded: Loaded, held_out: HeldOut, *, seed: int) -> Evaluated:
         "max_len": max_len,
         **result,
     }
+    if held_out.each_length:  # a data file may have no held-out pairs at some lengths
+        evaluated["missing_lengths"] = [
+            n for n in range(min_len, max_len + 1) if n not in result["per_length"]
+        ]
+    return evaluated
 
 
 def evaluate_runs(path: Path, seeds: list[Loaded], held_out: HeldOut, *, seed: int) -> Evaluated:
@@ -165,15 +168,15 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
     over seeds, with [min, max] under `<name>_range`; `seeds` holds every seed's result,
     `examples` the first seed's."""
 
-    def over_seeds(rows: list[Figures]) -> dict[str, Any]:
-        figures: dict[str, Any] = {}
+    def over_seeds(rows: Sequence[Figures]) -> dict[str, float | list[float]]:
+        figures: dict[str, float | list[float]] = {}
         for name in (name for name in FIGURES if name in rows[0]):
             figures.update(Spread.of(row[name] for row in rows).keyed(name))
         return figures
 
     first = results[0]
     lengths = set.intersection(*(set(r["per_length"]) for r in results))
-    return {
+    combined = {
         **first,
         "run": path,
         "step": min(r["step"] for r in results),
@@ -187,6 +190,7 @@ def combine(path: str, results: list[Evaluated]) -> Evaluated:
         },
         "seeds": results,
     }
+    return cast(Evaluated, combined)  # a seed's record, its figures those over the seeds
 
 
 def encode_input(experiment: Experiment, text: str) -> list[int]:
@@ -235,7 +239,17 @@ def decode_batch(loaded: Loaded, src: np.ndarray) -> tuple[np.ndarray, Any]:
     return np.asarray(out), positions
 
 
-def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
+class Prediction(TypedDict):
+    """An input, the model's answer, the task's reference (None: it has none) and whether
+    they agree (None: no reference): a row of `jab predict`."""
+
+    input: str
+    output: str
+    expected: str | None
+    correct: bool | None
+
+
+def predict(loaded: Loaded, texts: list[str]) -> list[Prediction]:
     """Each input's answer, its reference and whether they agree (None: no reference);
     the inputs decoded in chunks of similar length, as many as they are."""
     import jax
@@ -246,7 +260,7 @@ def predict(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     max_out = layout.answer_width(loaded.experiment.task, src.shape[1])
     key = jax.random.PRNGKey(DECODE_KEY)
     outputs = decode_rows(loaded.experiment, loaded.params, key, src, max_out)
-    rows = []
+    rows: list[Prediction] = []
     for text, out in zip(texts, outputs):
         answer = loaded.experiment.tokenizer.decode(out)
         expected = loaded.experiment.task.solve(clean(text))

@@ -114,6 +114,7 @@ class MultiHeadAttention(hk.Module):
         """[B, Tq, D] -> ([B, Tq, D], weights [B, H, Tq, Tk], the keys and values read)."""
         batch, query_len, _ = inputs.shape
         if context is None:
+            assert cache is not None, "without a context, the keys and values are the cache's"
             kv = cache
         elif cache is None:
             kv = self.project_kv(context, key_positions)

@@ -99,6 +99,7 @@ class DecoderOnly(hk.Module):
             tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
             src_positions = counting(*src.shape)
             tgt_positions = tokens + counting(src.shape[0], tgt_in.shape[1])
+        assert tgt_positions is not None, "positions are given for both sides or for neither"
         ids = jnp.concatenate([src, tgt_in], axis=1)
         positions = jnp.concatenate([src_positions, tgt_positions], axis=1)
         segments = jnp.concatenate(

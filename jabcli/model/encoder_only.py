@@ -113,6 +113,7 @@ def sequence(
         tokens = jnp.sum(src != PAD_ID, axis=1)[:, None]
         src_positions = counting(*src.shape)
         tgt_positions = tokens + counting(src.shape[0], answer_width)
+    assert tgt_positions is not None, "positions are given for both sides or for neither"
     return slotted(src, src_positions, slots, tgt_positions)
 
 

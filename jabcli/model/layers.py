@@ -12,7 +12,7 @@ import haiku as hk
 import jax
 
 from jabcli.core.settings import ModelConfig
-from jabcli.model.attention import CachedKeyValues, MultiHeadAttention
+from jabcli.model.attention import CachedKeyValues, KeyValues, MultiHeadAttention
 from jabcli.model.positions import PositionalScheme
 
 
@@ -77,8 +77,8 @@ class LayerCache(NamedTuple):
     """One decoder layer's keys and values while decoding: its own so far [B, H, T, K]
     and the encoder's [B, H, S, K] (None for a decoder without cross-attention)."""
 
-    self_kv: CachedKeyValues
-    cross_kv: CachedKeyValues | None
+    self_kv: KeyValues | CachedKeyValues  # KeyValues: a pass over a whole target, no cache
+    cross_kv: KeyValues | CachedKeyValues | None
 
 
 class DecoderLayer(hk.Module):
@@ -96,7 +96,8 @@ class DecoderLayer(hk.Module):
         self.self_attn = MultiHeadAttention(
             cfg.num_heads, cfg.d_model, scheme, causal=True, name="self_attention"
         )
-        self.cross_attn = self.cross_block = None
+        self.cross_attn: MultiHeadAttention | None = None
+        self.cross_block: Residual | None = None
         if cross:
             self.cross_attn = MultiHeadAttention(
                 cfg.num_heads,
@@ -129,6 +130,7 @@ class DecoderLayer(hk.Module):
 
         The encoder's keys and values are projected first; while decoding, the cache
         already holds them (and memory is None)."""
+        cross_kv: KeyValues | CachedKeyValues | None
         self_kv, cross_kv = (None, None) if cache is None else cache
         if cache is None and self.cross_attn is not None:
             cross_kv = self.cross_attn.project_kv(memory, src_positions)
@@ -137,11 +139,12 @@ class DecoderLayer(hk.Module):
             return self.self_attn(h, h, self_mask, positions, key_positions, self_kv, index)
 
         def cross_attend(h):
+            assert self.cross_attn is not None  # cross_block, which calls this, is made with it
             return self.cross_attn(h, None, cross_mask, positions, src_positions, cross_kv)
 
         x, self_weights, self_kv = self.self_block(x, self_attend, is_training)
         cross_weights = None
-        if self.cross_attn is not None:
+        if self.cross_block is not None:  # made with cross_attn
             x, cross_weights, cross_kv = self.cross_block(x, cross_attend, is_training)
         (x,) = self.ffn_block(x, lambda h: (self.ffn(h),), is_training)
         return x, self_weights, cross_weights, LayerCache(self_kv, cross_kv)

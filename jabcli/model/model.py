@@ -37,11 +37,12 @@ from jabcli.tasks.contract import Task
 
 
 class Attention(NamedTuple):
-    """Attention weights of every layer, each [layers, B, H, Tq, Tk]."""
+    """Attention weights of every layer, each [layers, B, H, Tq, Tk] (None: an attention
+    the form lacks)."""
 
-    encoder: jax.Array
-    decoder: jax.Array
-    cross: jax.Array
+    encoder: jax.Array | None
+    decoder: jax.Array | None
+    cross: jax.Array | None
 
 
 def position_vectors(cfg: ModelConfig, scheme: PositionalScheme):
@@ -156,7 +157,7 @@ class Transformer(hk.Module):
         positions: jax.Array | None = None,
         is_training: bool = False,
         segments: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
+    ) -> tuple[jax.Array, jax.Array | None]:
         """src [B, S] at positions [B, S] (default 0, 1, ...), with `segments` [B, S] when
         rows are packed -> (memory [B, S, D], encoder self-attention [layers, B, H, S, S],
         a layer per pass with model.loops)."""
@@ -183,7 +184,7 @@ class Transformer(hk.Module):
         self,
         tgt_in: jax.Array,
         memory: jax.Array | None,
-        src: jax.Array,
+        src: jax.Array | None,
         positions: jax.Array | None = None,
         src_positions: jax.Array | None = None,
         is_training: bool = False,
@@ -224,10 +225,12 @@ class Transformer(hk.Module):
             self_mask = self_mask & segment_mask(query_segments, segments)
         cross_mask = None
         if self.cross:
+            assert src is not None, "cross-attention reads the source"
             src_positions = counting(*src.shape) if src_positions is None else src_positions
             if segments is None:
                 cross_mask = padding_mask(query_len, src)
             else:  # training on packed rows: no cache, the whole target at once
+                assert src_segments is not None, "packed rows pack both sides"
                 cross_mask = segment_mask(query_segments, src_segments)
 
         def one_pass(x, self_kvs):
@@ -297,13 +300,12 @@ class Transformer(hk.Module):
 
     def init_cache(self, memory: jax.Array, src_positions: jax.Array, tgt_len: int):
         """Empty self-attention caches and the encoder's keys and values, computed once."""
-        return [
-            LayerCache(
-                self.empty_cache(memory.shape[0], tgt_len),
-                heads_first(layer.cross_attn.project_kv(memory, src_positions)),
-            )
-            for layer in self.decoder_layers
-        ]
+        caches = []
+        for layer in self.decoder_layers:
+            assert layer.cross_attn is not None, "a decoder with a cache here reads an encoder"
+            memory_kv = heads_first(layer.cross_attn.project_kv(memory, src_positions))
+            caches.append(LayerCache(self.empty_cache(memory.shape[0], tgt_len), memory_kv))
+        return caches
 
     def decode_step(self, token, index, cache, src, positions, src_positions):
         """token [B] at target index `index` of a target at positions [B, T]

@@ -94,7 +94,8 @@ def update_tape(
         one = jnp.ones_like(jump)
         left, right = roll_rows(written, -one, ring), roll_rows(written, one, ring)
     moved = [written, left, right, roll_rows(written, -jump, ring), roll_rows(written, jump, ring)]
-    return sum(actions[:, a, None, None] * tape for a, tape in enumerate(moved))
+    weighted = [actions[:, a, None, None] * tape for a, tape in enumerate(moved)]
+    return functools.reduce(jnp.add, weighted)
 
 
 @jax.custom_vjp

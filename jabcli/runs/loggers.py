@@ -21,7 +21,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,6 +29,8 @@ from jabcli.core.errors import JabError, install
 from jabcli.core.settings import Config
 
 if TYPE_CHECKING:
+    from jabcli.evaluation.figures import HeldOutResult
+    from jabcli.runs.metrics import LogRecord
     from jabcli.runs.runs import Run
 
 # The module each logger writes with, and the optional extra that installs it.
@@ -47,8 +49,9 @@ def tag(key: str) -> str:
     return f"held_out/{key[len('eval_') :]}" if key.startswith("eval_") else f"train/{key}"
 
 
-def scalars(record: dict[str, Any]) -> dict[str, float]:
-    """A metrics.jsonl record's figures, by logged name."""
+def scalars(record: Mapping[str, object]) -> dict[str, float]:
+    """A metrics.jsonl record's figures (a JSON object, as written or read back), by logged
+    name."""
     return {
         tag(key): float(value)
         for key, value in record.items()
@@ -80,9 +83,9 @@ class Writer(Protocol):
         """Where the logs go, in a line for the user."""
         ...
 
-    def log(self, record: dict[str, Any]) -> None: ...
+    def log(self, record: LogRecord) -> None: ...
 
-    def evaluated(self, result: dict[str, Any]) -> None: ...
+    def evaluated(self, result: HeldOutResult) -> None: ...
 
     def close(self) -> None: ...
 
@@ -126,10 +129,10 @@ class Logs:
                 self.writers.remove(entry)
                 self.warn(f"warning: {name} logging stopped ({err}); training goes on")
 
-    def log(self, records: list[dict[str, Any]]) -> None:
+    def log(self, records: list[LogRecord]) -> None:
         self._each(lambda n, writer: writer.log(records[n]))
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
+    def evaluated(self, results: list[HeldOutResult]) -> None:
         self._each(lambda n, writer: writer.evaluated(results[n]))
 
     def close(self) -> None:
@@ -159,12 +162,12 @@ class TensorBoard:
     def where(self, group: Path | None) -> str:
         return f"Logging to TensorBoard: tensorboard --logdir {group or self.path}"
 
-    def log(self, record: dict[str, Any]) -> None:
-        for name, value in scalars(record).items():
-            self.writer.add_scalar(name, value, record["step"])
+    def log(self, record: LogRecord) -> None:
+        for name, value in scalars(record.to_json()).items():
+            self.writer.add_scalar(name, value, record.step)
         self.writer.flush()
 
-    def evaluated(self, result: dict[str, Any]) -> None:
+    def evaluated(self, result: HeldOutResult) -> None:
         pass  # its figures arrive with the record of the same step
 
     def close(self) -> None:
@@ -198,7 +201,7 @@ class WandB:
             reinit="create_new",
             settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
         )
-        self.last: dict[str, Any] | None = None
+        self.last: HeldOutResult | None = None
 
     def where(self, group: Path | None) -> str:
         if self.run.settings.mode == "offline" or not self.run.url:
@@ -207,10 +210,10 @@ class WandB:
             return f"Logging to W&B offline in {folder}{seeds} (wandb sync uploads it)"
         return f"Logging to W&B: {self.run.url}" + (" (and the other seeds)" if group else "")
 
-    def log(self, record: dict[str, Any]) -> None:
-        self.run.log(scalars(record), step=record["step"])
+    def log(self, record: LogRecord) -> None:
+        self.run.log(scalars(record.to_json()), step=record.step)
 
-    def evaluated(self, result: dict[str, Any]) -> None:
+    def evaluated(self, result: HeldOutResult) -> None:
         self.last = result
 
     def close(self) -> None:
@@ -219,12 +222,12 @@ class WandB:
         if self.last is not None:
             columns = ["length", "samples", "token_acc", "seq_acc"]
             rows = [
-                [length, *(row[key] for key in columns[1:])]
-                for length, row in sorted(self.last["per_length"].items())
+                [length, row["samples"], row["token_acc"], row["seq_acc"]]
+                for length, row in sorted(self.last.scores["per_length"].items())
             ]
             names: list[str | int] = list(columns)  # W&B's column keys; its Table keeps them
             self.run.log({"held_out/per_length": wandb.Table(columns=names, data=rows)})
-            self.run.summary["held_out/step"] = self.last["step"]
+            self.run.summary["held_out/step"] = self.last.step
         self.run.finish()
 
 

@@ -1,15 +1,41 @@
-"""A run's metrics.jsonl read back: its records, one JSON object per log step, and its
-unreadable lines (a resume sets those aside in metrics.rejected.jsonl). A kill can cut
-only the line being appended, so a torn last line is no damage."""
+"""A run's metrics.jsonl: one `LogRecord` a line, as training makes them, and the file read
+back, its records as JSON objects (written by this jab or an older one) and its unreadable
+lines (a resume sets those aside in metrics.rejected.jsonl). A kill can cut only the line
+being appended, so a torn last line is no damage."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jabcli.core.errors import JabError
 from jabcli.runs.files import describe
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One seed's figures at a log step (a metrics.jsonl line): the training batches' loss,
+    token accuracy, exact match and gradient norm, each the mean over the steps since the
+    last record; the learning rate the last of them applied; the speed and the seconds
+    since the session began; at an evaluation step, the held-out figures too."""
+
+    step: int
+    loss: float
+    token_acc: float
+    seq_acc: float
+    grad_norm: float
+    lr: float
+    steps_per_sec: float
+    elapsed_s: float
+    eval_token_acc: float | None = None  # only at an evaluation step
+    eval_seq_acc: float | None = None
+
+    def to_json(self) -> dict[str, float]:
+        """As metrics.jsonl keeps it: the held-out figures only where there are some."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 def metrics_lines(path: Path) -> tuple[list[dict[str, Any]], list[bytes]]:

@@ -42,7 +42,7 @@ from jabcli.core.settings import FILE_PREFIX, Config, data_path, short_name
 from jabcli.core.tokenizer import Tokenizer
 from jabcli.runs.code_copies import changed_since, in_code, keep_code, kept
 from jabcli.runs.files import atomic_write, describe
-from jabcli.runs.metrics import metrics_lines
+from jabcli.runs.metrics import LogRecord, metrics_lines
 
 FORMAT = 1
 RUNS_DIR = Path("runs")
@@ -68,7 +68,8 @@ def fingerprint(config: dict[str, Any], tokenizer: Tokenizer, leave_out=("steps"
     train.log_to, which an edit may turn on for a resume), and the vocabulary in its
     order. Stored, not as this version of jab would rebuild it, so that a key added to jab
     later changes no run's fingerprint."""
-    train = config.get("train") if isinstance(config.get("train"), dict) else {}
+    train = config.get("train")
+    train = train if isinstance(train, dict) else {}
     fixed = {**config, "train": {k: v for k, v in train.items() if k not in leave_out}}
     return sha256(json.dumps([fixed, tokenizer.tokens], sort_keys=True, default=str).encode())
 
@@ -81,8 +82,9 @@ class Mismatch(JabError):
 def new_run_dir(task: str) -> Path:
     """Make a fresh runs/<task>-<timestamp> folder (two runs started together get two)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    if data_path(task) is not None:
-        task = "file-" + Path(data_path(task)).stem
+    data = data_path(task)
+    if data is not None:
+        task = "file-" + Path(data).stem
     task = short_name(task).lower()
     for n in range(1, 1000):
         path = RUNS_DIR / (f"{task}-{stamp}" if n == 1 else f"{task}-{stamp}-{n}")
@@ -349,10 +351,10 @@ class Run:
         ]
         return bool(scores) and at_target(scores[-1], cfg.train.target_seq_acc)
 
-    def append_metrics(self, record: dict[str, Any]) -> None:
+    def append_metrics(self, record: LogRecord) -> None:
         try:
             with open(self.path / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(json.dumps(record.to_json()) + "\n")
         except OSError as err:
             raise JabError(f"could not write {self.path}/metrics.jsonl: {describe(err)}") from None
 

@@ -8,17 +8,20 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jabcli.core.errors import JabError
 from jabcli.core.spread import Spread
 from jabcli.studies import studies, study_folder
+from jabcli.studies.events import WorkerEvent
 from jabcli.training.session import Observer
 
 if TYPE_CHECKING:
+    from jabcli.evaluation.figures import Figures, HeldOutResult
     from jabcli.experiment.experiment import Experiment
+    from jabcli.runs.metrics import LogRecord
 
-Emit = Callable[[dict[str, Any]], None]  # an event to the driver, as a JSON object
+Emit = Callable[[WorkerEvent], None]  # an event to the driver
 
 
 class CellObserver(Observer):
@@ -35,10 +38,10 @@ class CellObserver(Observer):
         parameters: int,
         flops: float | None = None,
     ) -> None:
-        self.emit({"event": "begin", "step": start_step, "steps": experiment.config.train.steps})
+        self.emit(WorkerEvent("begin", step=start_step, steps=experiment.config.train.steps))
 
     def note(self, message: str) -> None:
-        self.emit({"event": "note", "message": message})
+        self.emit(WorkerEvent("note", message=message))
 
     def warn(self, message: str) -> None:
         self.note(message)  # the cell's log is where its notes go
@@ -47,13 +50,13 @@ class CellObserver(Observer):
         if not fresh:  # a cell that has not begun just begins
             self.note(f"Resuming {path} from step {step}")
 
-    def log(self, records: list[dict[str, Any]]) -> None:
-        loss = Spread.of(r["loss"] for r in records).median  # of the seeds
-        self.emit({"event": "log", "step": records[0]["step"], "loss": loss})
+    def log(self, records: list[LogRecord]) -> None:
+        loss = Spread.of(r.loss for r in records).median  # of the seeds
+        self.emit(WorkerEvent("log", step=records[0].step, loss=loss))
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
-        score = Spread.of(r["seq_acc"] for r in results).median
-        self.emit({"event": "eval", "step": results[0]["step"], "seq_acc": score})
+    def evaluated(self, results: list[HeldOutResult]) -> None:
+        score = Spread.of(r.scores["seq_acc"] for r in results).median
+        self.emit(WorkerEvent("eval", step=results[0].step, seq_acc=score))
 
     def stopping(self, signum: int) -> None:
         pass  # the driver says it, once for the whole study
@@ -66,7 +69,7 @@ def work(out: Path, folder: str, emit: Emit) -> int:
     """Train the cell `folder` of the study folder `out` to its steps (resuming what is
     there), measure it, and write its evaluation.json; returns the exit status."""
     from jabcli.core import runtime
-    from jabcli.evaluation.evaluate import FIGURES, HeldOut
+    from jabcli.evaluation.evaluate import HeldOut
     from jabcli.inspection import inspection, listing
     from jabcli.runs import runs
     from jabcli.training import session
@@ -83,7 +86,7 @@ def work(out: Path, folder: str, emit: Emit) -> int:
         outcome = session.resume(path, steps, CellObserver(emit))
         if outcome.interrupted_by is not None:
             return 128 + outcome.interrupted_by
-    emit({"event": "evaluating"})
+    emit(WorkerEvent("evaluating"))
     evaluate = record["evaluate"]
     tic = time.perf_counter()
     _, loaded = inspection.load_runs(path, "latest")
@@ -110,14 +113,25 @@ def work(out: Path, folder: str, emit: Emit) -> int:
         "seeds": [
             {
                 "seed": run.load_config()[0].train.seed,  # as the seed's own run says
-                "per_length": {
-                    str(n): {k: row[k] for k in FIGURES if k in row}
-                    for n, row in each["per_length"].items()
-                },
+                "per_length": {str(n): kept(row) for n, row in each["per_length"].items()},
             }
             for run, each in zip(seeds, result.get("seeds", [result]), strict=True)
         ],
     }
     runs.atomic_write(path / studies.EVALUATION_FILE, json.dumps(evaluation).encode())
-    emit({"event": "done"})
+    emit(WorkerEvent("done"))
     return 0
+
+
+def kept(row: Figures) -> studies.LengthFigures:
+    """What a cell's evaluation.json keeps of a seed's figures at one length."""
+    figures: studies.LengthFigures = {
+        "token_acc": row["token_acc"],
+        "symbol_acc": row["symbol_acc"],
+        "seq_acc": row["seq_acc"],
+    }
+    if "forced_seq_acc" in row:
+        figures["forced_seq_acc"] = row["forced_seq_acc"]
+    if "forced_symbol_acc" in row:
+        figures["forced_symbol_acc"] = row["forced_symbol_acc"]
+    return figures

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import queue
 import signal
@@ -16,15 +15,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from jabcli.studies import studies
+from jabcli.studies.events import WorkerEvent
 from jabcli.studies.studies import Cell
 
 # How a worker stopped by SIGINT or SIGTERM exits: by its own handler, or killed by it.
 INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM, -signal.SIGINT, -signal.SIGTERM)
 
-Event = tuple[str, dict[str, Any]]  # a worker's event, with the folder of its cell
+Event = tuple[str, WorkerEvent]  # a worker's event, with the folder of its cell
 
 
 class LocalCells:
@@ -120,8 +119,9 @@ def launch(
     def reader(put: Callable[[Event], None]) -> None:
         assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
-            with contextlib.suppress(ValueError):
-                put((folder, json.loads(line)))
+            event = WorkerEvent.from_json(line)
+            if event is not None:
+                put((folder, event))
 
     return proc, reader
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import os
 import shutil
@@ -26,6 +25,7 @@ from typing import Any
 from jabcli.core import devices
 from jabcli.core.errors import JabError, install
 from jabcli.studies import studies, study_folder
+from jabcli.studies.events import WorkerEvent
 from jabcli.studies.local import INTERRUPTED, died, last_line, launch, log_path
 from jabcli.studies.studies import Cell
 
@@ -131,12 +131,13 @@ class RayCells:
         )
         self.pending[ref] = cell.folder
 
-    def events(self, timeout: float) -> list[tuple[str, dict]]:
+    def events(self, timeout: float) -> list[tuple[str, WorkerEvent]]:
         time.sleep(timeout)
         found = []
         for folder, line in self.ray.get(self.coordinator.drain.remote()):
-            with contextlib.suppress(ValueError):
-                found.append((folder, json.loads(line)))
+            event = WorkerEvent.from_json(line)
+            if event is not None:
+                found.append((folder, event))
         return found
 
     def stop(self, signum: int, second: bool = False) -> None:
@@ -259,7 +260,7 @@ def ray_cell(record: bytes, folder: str, data: bytes, coordinator) -> tuple[int,
         env = devices.cell_environment(gpus)  # (which GPUs it sees: Ray's CUDA_VISIBLE_DEVICES)
         proc, reader = launch(out, folder, out / studies.LOGS, trusted=True, env=env)
         thread = threading.Thread(
-            target=reader, args=(lambda e: coordinator.report.remote(e[0], json.dumps(e[1])),)
+            target=reader, args=(lambda e: coordinator.report.remote(e[0], e[1].to_json()),)
         )
         thread.start()
         forwarded = 0  # each Ctrl-C the driver got, passed on once

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jabcli.core import settings
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import atomic_write
-from jabcli.studies.studies import EVALUATION_FILE, Cell, Evaluation, Study
+from jabcli.studies.studies import (
+    EVALUATION_FILE,
+    Cell,
+    CellEntry,
+    Evaluation,
+    Study,
+    TrainedSpec,
+)
 
 
 def check(study: Study) -> list[Any]:
@@ -47,9 +55,10 @@ def check(study: Study) -> list[Any]:
                 )
         except JabError as err:
             raise JabError(f"cell {cell.name!r}: {err}") from None
-        cell.config = experiment.config.to_dict()
+        cell.config = experiment.config
+        resolved = experiment.config.to_dict()
         # As the file writes it: the same study run from another folder is the same study.
-        config = {**cell.config, "task": {**cell.config["task"], "name": cell.written}}
+        config = {**resolved, "task": {**resolved["task"], "name": cell.written}}
         # A key that decides no result (where logs go) is left out: changing it reruns nothing.
         config = {
             section: {k: v for k, v in values.items() if declared[f"{section}.{k}"].results}
@@ -65,7 +74,7 @@ def check(study: Study) -> list[Any]:
     return experiments
 
 
-def with_steps(trained: dict[str, Any], steps: int | None) -> dict[str, Any]:
+def with_steps(trained: TrainedSpec, steps: int | None) -> TrainedSpec:
     """A cell's task and config with train.steps set to `steps` (None: left out)."""
     train = {k: v for k, v in trained["config"]["train"].items() if k != "steps"}
     if steps is not None:
@@ -96,7 +105,7 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def same_training(cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any]) -> bool:
+def same_training(cell: Cell, entry: CellEntry, evaluated: Mapping[str, object]) -> bool:
     """Whether a cell of the folder (its study.json entry) was trained as the file trains
     it now, train.steps aside."""
     if "train_spec" in entry:
@@ -107,7 +116,7 @@ def same_training(cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any]) 
 
 
 def upgrade(
-    out: Path, cell: Cell, entry: dict[str, Any], evaluated: dict[str, Any], now: Evaluation
+    out: Path, cell: Cell, entry: CellEntry, evaluated: Mapping[str, object], now: Evaluation
 ) -> None:
     """A cell measured before specs left out the bins, measured as the file still measures
     it: its evaluation.json is given the spec of today, so that it stays measured (its
@@ -125,4 +134,5 @@ def upgrade(
         data = None
     if isinstance(data, dict) and data.get("spec") == entry.get("spec"):
         atomic_write(path, json.dumps({**data, "spec": cell.spec}).encode())
-    entry.update(spec=cell.spec, train_spec=cell.train_spec)
+    entry["spec"] = cell.spec
+    entry["train_spec"] = cell.train_spec

@@ -15,15 +15,66 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
+
+from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.errors import JabError
-
-if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import Figures
+from jabcli.core.settings import Config
 
 EVALUATION_FILE = "evaluation.json"  # in a cell's folder: what the study measured
 LOGS = "logs"  # in the study folder: each cell worker's stderr
+
+
+class Measure(TypedDict):
+    """What decides the figures a study measures (`Evaluation.measure`), as its specs digest
+    it and study.json keeps it."""
+
+    lengths: list[int]
+    samples: int
+    force_length: bool
+    seed: int
+
+
+class EvaluateEntry(Measure):
+    """A study's evaluation as study.json keeps it (`evaluate`): with the bins it reports."""
+
+    bins: list[list[int]]
+
+
+class CellEntry(TypedDict):
+    """A cell as study.json lists it (study_folder.record); one recorded before train_spec
+    existed has none."""
+
+    name: str
+    folder: str
+    task: str
+    spec: str
+    train_spec: NotRequired[str]
+    seeds: int
+    steps: int
+
+
+class StudyRecord(TypedDict):
+    """A study folder's study.json (study_folder.record): the study file it ran, its cells
+    (and those a later version of the file dropped), its evaluation and the cells that
+    failed, with their errors."""
+
+    format: int
+    name: str
+    source: str
+    text: str
+    cells: list[CellEntry]
+    evaluate: EvaluateEntry
+    failed: dict[str, str]  # cell folder: its error
+
+
+class TrainedSpec(TypedDict):
+    """What decides a cell's training, as its specs digest it (`specs.check`): its task as
+    the study file writes it, and its config but for the keys that decide no result."""
+
+    task: str
+    config: dict[str, dict[str, object]]  # by section, each key's value
 
 
 @dataclass(frozen=True)
@@ -37,10 +88,10 @@ class Evaluation:
     seed: int = 1
     bins: tuple[tuple[int, int], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EvaluateEntry:
         return {**self.measure(), "bins": [list(b) for b in self.bins]}
 
-    def measure(self) -> dict[str, Any]:
+    def measure(self) -> Measure:
         """What decides the figures measured (the bins only group them)."""
         return {
             "lengths": list(self.lengths),
@@ -63,12 +114,18 @@ class Cell:
     written: str = ""  # its task as the study file writes it (files relative to it)
     spec: str = ""  # a digest of everything that decides its results (see `check`)
     train_spec: str = ""  # a digest of what decides its training, but for train.steps
-    config: dict[str, Any] = field(default_factory=dict)  # resolved, once checked
-    trained: dict[str, Any] = field(default_factory=dict)  # its task and config, as specs read
+    config: Config | None = None  # resolved, once checked (`specs.check`)
+    trained: TrainedSpec = field(default_factory=lambda: TrainedSpec(task="", config={}))
+
+    @property
+    def resolved(self) -> Config:
+        """Its config, as `specs.check` resolved it (which every study run does first)."""
+        assert self.config is not None, "specs.check resolves each cell's config first"
+        return self.config
 
     @property
     def steps(self) -> int:
-        return self.config["train"]["steps"]
+        return self.resolved.train.steps
 
 
 @dataclass
@@ -80,11 +137,22 @@ class Study:
     text: str  # the study file as read
 
 
+class LengthFigures(TypedDict):
+    """One seed's figures at one length, as a cell's evaluation.json keeps them (`Figures`
+    but the samples); the forced ones only when measured with force_length."""
+
+    token_acc: float
+    symbol_acc: float
+    seq_acc: float
+    forced_seq_acc: NotRequired[float]
+    forced_symbol_acc: NotRequired[float]
+
+
 class SeedEvaluation(TypedDict):
     """One seed of a cell as its evaluation.json keeps it: every figure at each length."""
 
     seed: int
-    per_length: dict[str, Figures]
+    per_length: dict[str, LengthFigures]
 
 
 class CellEvaluation(TypedDict):

@@ -7,9 +7,10 @@ in it (`check_folder` -> `FolderPlan`): refused, kept, measured again or trained
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from jabcli.core.errors import JabError
 from jabcli.runs.runs import STUDY_FILE, atomic_write
@@ -17,9 +18,11 @@ from jabcli.studies.specs import same_training, upgrade
 from jabcli.studies.studies import (
     EVALUATION_FILE,
     Cell,
+    CellEntry,
     CellEvaluation,
     Evaluation,
     Study,
+    StudyRecord,
     bin_name,
 )
 
@@ -33,7 +36,7 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
         earlier = [
             c
             for c in recorded(out)["cells"]
-            if isinstance(c, dict)
+            if is_entry(c)
             and c.get("folder") not in current
             and (out / str(c.get("folder"))).is_dir()
         ]
@@ -52,7 +55,7 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
                 "spec": c.spec,
                 "train_spec": c.train_spec,
                 "seeds": c.seeds,
-                "steps": c.config["train"]["steps"],
+                "steps": c.steps,
             }
             for c in study.cells
         ]
@@ -63,7 +66,12 @@ def record(study: Study, out: Path, failed: dict[str, str]) -> None:
     atomic_write(out / STUDY_FILE, json.dumps(data, indent=1).encode())
 
 
-def recorded(out: Path) -> dict[str, Any]:
+def is_entry(cell: object) -> TypeGuard[CellEntry]:
+    """Whether a cell study.json lists is one (an object; a damaged file's may not be)."""
+    return isinstance(cell, dict)
+
+
+def recorded(out: Path) -> StudyRecord:
     """A study folder's study.json."""
     path = out / STUDY_FILE
     if not out.is_dir():
@@ -76,7 +84,7 @@ def recorded(out: Path) -> dict[str, Any]:
         raise JabError(f"{path} is corrupted (not valid JSON)") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise JabError(f"{path} is corrupted (unexpected contents)")
-    return data
+    return cast(StudyRecord, data)  # as `record` writes it (older ones: what each lacks, .get)
 
 
 @dataclass
@@ -111,8 +119,9 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
             f"{out} holds the study {before.get('name')!r}, not {study.name!r} of "
             f"{study.source}; choose another --out"
         )
-    entries = {c.get("folder"): c for c in before["cells"] if isinstance(c, dict)}
-    evaluated = before.get("evaluate") if isinstance(before.get("evaluate"), dict) else {}
+    entries = {c.get("folder"): c for c in before["cells"] if is_entry(c)}
+    evaluate = before.get("evaluate")
+    evaluated = evaluate if isinstance(evaluate, dict) else {}
     plan = FolderPlan()
     for cell in study.cells:
         entry = entries.get(cell.folder)
@@ -127,8 +136,10 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
             continue
         measured = evaluation_of(out, entry) is not None
         steps = entry.get("steps")
-        if same_training(cell, entry, evaluated) and (
-            cell.steps >= steps or progress(out / cell.folder) <= cell.steps
+        if (
+            same_training(cell, entry, evaluated)
+            and isinstance(steps, int)  # a study.json entry has its steps
+            and (cell.steps >= steps or progress(out / cell.folder) <= cell.steps)
         ):
             changes = changed_evaluation(evaluated, study.evaluation)
             if cell.steps != steps:
@@ -137,16 +148,16 @@ def check_folder(study: Study, out: Path) -> FolderPlan:
                 what = "measured again, its training kept" if measured else "its training is kept"
                 plan.kept[cell.folder] = f"{what} ({', '.join(changes) or 'its evaluation'})"
             continue
-        changes = changed_settings(cell, out / cell.folder)
+        settings = changed_settings(cell, out / cell.folder)
         if measured:
             raise JabError(
                 f"cell {cell.name!r} in {out} was measured with other training settings than "
-                f"{study.source} now gives it ({changes}); to run the changed study, name a "
+                f"{study.source} now gives it ({settings}); to run the changed study, name a "
                 "new --out"
             )
-        plan.restart[cell.folder] = changes
-    failed = before.get("failed")
-    failed = dict(failed) if isinstance(failed, dict) else {}
+        plan.restart[cell.folder] = settings
+    listed = before.get("failed")
+    failed = dict(listed) if isinstance(listed, dict) else {}
     plan.failed = {k: v for k, v in failed.items() if k not in plan.restart}
     return plan
 
@@ -165,7 +176,7 @@ def progress(path: Path) -> int:
         return 0
 
 
-def changed_evaluation(before: dict[str, Any], now: Evaluation) -> list[str]:
+def changed_evaluation(before: Mapping[str, object], now: Evaluation) -> list[str]:
     """'evaluate.samples 10 -> 12' for each setting of the measurement that differs."""
     current = now.measure()
     return [
@@ -186,7 +197,7 @@ def changed_settings(cell: Cell, path: Path) -> str:
     except JabError:
         return "its settings"
     changes = []
-    for section, values in cell.config.items():
+    for section, values in cell.resolved.to_dict().items():
         for key, value in values.items():
             if (section, key) in (("train", "seed"), ("train", "seeds"), ("train", "log_to")):
                 continue
@@ -202,7 +213,7 @@ def shown(value: Any) -> str:
     return str(value)
 
 
-def evaluation_of(out: Path, cell: Cell | dict) -> CellEvaluation | None:
+def evaluation_of(out: Path, cell: Cell | CellEntry) -> CellEvaluation | None:
     """A cell's evaluation.json, if it is measured with the cell's current spec."""
     folder = cell.folder if isinstance(cell, Cell) else cell["folder"]
     spec = cell.spec if isinstance(cell, Cell) else cell["spec"]
@@ -210,4 +221,5 @@ def evaluation_of(out: Path, cell: Cell | dict) -> CellEvaluation | None:
         data = json.loads((out / folder / EVALUATION_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("spec") == spec else None
+    measured = isinstance(data, dict) and data.get("spec") == spec
+    return cast(CellEvaluation, data) if measured else None  # as cell_job writes it

@@ -5,29 +5,48 @@ prints): per cell, its figures over seeds by bins of input lengths, the longest 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Literal, TypedDict
 
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
 from jabcli.core.lengths import length_range
-from jabcli.core.spread import Spread
-from jabcli.studies.studies import CellEvaluation, bin_name, check_bins
+from jabcli.core.spread import Spread, SpreadFigure
+from jabcli.evaluation.figures import FigureName
+from jabcli.studies.studies import (
+    CellEntry,
+    CellEvaluation,
+    LengthFigures,
+    bin_name,
+    check_bins,
+)
 from jabcli.studies.study_folder import evaluation_of, recorded
 
 
-class SpreadFigure(TypedDict):
-    """A figure over seeds as study.json and `jab study show --json` keep it (a `Spread`)."""
+class Measured(TypedDict, total=False):
+    """A measured cell's figures (`measured`): each bin's (`bins`, and `token_bins`, ... by
+    `BIN_KEYS`), the longest length at >= 50% and the exact match at each length, over
+    seeds."""
 
-    median: float
-    min: float
-    max: float
+    step: int
+    train_s: float
+    eval_s: float
+    longest: int
+    train_lengths: list[int]
+    pos_encoding: str
+    bins: dict[str, SpreadFigure]
+    token_bins: dict[str, SpreadFigure]
+    symbol_bins: dict[str, SpreadFigure]
+    forced_bins: dict[str, SpreadFigure]
+    forced_symbol_bins: dict[str, SpreadFigure]
+    longest_at_half: SpreadFigure
+    per_length: dict[str, SpreadFigure]
 
 
 class CellRow(TypedDict):
     """A cell in a study's table (`table`): what it is and its state; once measured, its
-    figures (`measured`): each bin's (`bins`, and `token_bins`, ... by `BIN_KEYS`), the
-    longest length at >= 50% and the exact match at each length, over seeds."""
+    figures (`Measured`)."""
 
     name: str
     folder: str
@@ -61,9 +80,12 @@ class StudyTable(TypedDict):
     bins: list[str]
     force_length: bool
     cells: list[CellRow]
+    metric: NotRequired[FigureName]  # the figure `jab study show` shows (default seq_acc)
 
 
-def seed_figures(per_length: dict[str, dict[str, float]], bins, metric: str) -> dict[str, float]:
+def seed_figures(
+    per_length: dict[str, LengthFigures], bins: Sequence[tuple[int, int]], metric: FigureName
+) -> dict[str, float]:
     """One seed's `metric` averaged over the lengths of each bin it was measured at."""
     figures = {}
     for low, high in bins:
@@ -73,7 +95,7 @@ def seed_figures(per_length: dict[str, dict[str, float]], bins, metric: str) -> 
     return figures
 
 
-def longest_at_half(per_length: dict[str, dict[str, float]]) -> int:
+def longest_at_half(per_length: dict[str, LengthFigures]) -> int:
     """The longest input length at which a seed answers at least half exactly."""
     return max((int(n) for n, row in per_length.items() if row["seq_acc"] >= 0.5), default=0)
 
@@ -86,10 +108,11 @@ def table(out: Path, bins: str | None = None) -> StudyTable:
     data = recorded(out)
     evaluate = data.get("evaluate") or {}
     if bins is None:
-        bins = [tuple(b) for b in evaluate.get("bins", [])]
+        ranges = [(low, high) for low, high in evaluate.get("bins", [])]
     else:
-        bins = [length_range(b, "--bins") for b in bins.split(",")]
-        check_bins(bins, tuple(evaluate.get("lengths", (1, 2**31))), "--bins")
+        ranges = [length_range(b, "--bins") for b in bins.split(",")]
+        low, high = evaluate.get("lengths", (1, 2**31))
+        check_bins(ranges, (low, high), "--bins")
     failed = data.get("failed") or {}
     rows = []
     for cell in data["cells"]:
@@ -103,22 +126,23 @@ def table(out: Path, bins: str | None = None) -> StudyTable:
             "state": "measured" if result is not None else state(out, cell, failed),
         }
         if result is not None:
-            row.update(measured(result, bins))
+            row.update(measured(result, ranges))
         rows.append(row)
     return {
         "study": data["name"],
         "folder": str(out),
         "samples_per_length": evaluate.get("samples"),
         "lengths": evaluate.get("lengths"),
-        "bins": [bin_name(*b) for b in bins],
+        "bins": [bin_name(*b) for b in ranges],
         "force_length": evaluate.get("force_length", False),
         "cells": rows,
     }
 
 
+BinsName = Literal["bins", "token_bins", "symbol_bins", "forced_bins", "forced_symbol_bins"]
 # Each figure a cell's evaluation holds per length, and the key of its bins in the row
 # `measured` makes of the cell.
-BIN_KEYS = {
+BIN_KEYS: dict[FigureName, BinsName] = {
     "seq_acc": "bins",
     "token_acc": "token_bins",
     "symbol_acc": "symbol_bins",
@@ -127,12 +151,12 @@ BIN_KEYS = {
 }
 
 
-def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> dict[str, Any]:
+def measured(result: CellEvaluation, bins: Sequence[tuple[int, int]]) -> Measured:
     """A cell's evaluation.json in figures: every bin's exact match (and token accuracy,
     and with force_length the exact match at the true length), the longest length at
     >= 50% and the exact match at each length, each as median, min and max over seeds."""
     seeds = result["seeds"]
-    row = {
+    row: Measured = {
         "step": result["step"],
         "train_s": result["train_s"],
         "eval_s": result["eval_s"],
@@ -140,7 +164,7 @@ def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> dict[str, A
         "train_lengths": result["train_lengths"],
         "pos_encoding": result["pos_encoding"],
     }
-    measures = next(iter(seeds[0]["per_length"].values()), {})
+    measures: LengthFigures | dict[str, float] = next(iter(seeds[0]["per_length"].values()), {})
     for metric, key in BIN_KEYS.items():
         if metric in measures:
             per_seed = [seed_figures(s["per_length"], bins, metric) for s in seeds]
@@ -154,7 +178,7 @@ def measured(result: CellEvaluation, bins: list[tuple[int, int]]) -> dict[str, A
     return row
 
 
-def state(out: Path, cell: dict[str, Any], failed: dict[str, str]) -> str:
+def state(out: Path, cell: CellEntry, failed: dict[str, str]) -> str:
     """A cell not measured yet: failed (with its error), or not finished."""
     if cell["folder"] in failed:
         return f"failed: {failed[cell['folder']]}"

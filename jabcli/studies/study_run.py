@@ -20,43 +20,14 @@ import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from jabcli.core import devices
 from jabcli.core.errors import JabError
 from jabcli.studies import specs, study_folder
+from jabcli.studies.events import StudyObserver
 from jabcli.studies.local import INTERRUPTED, LocalCells, died
 from jabcli.studies.ray_backend import RayCells, restore
-from jabcli.studies.studies import Cell, CellEvaluation, Study
-
-
-class StudyObserver:
-    """What running a study reports, as it happens; every method may be left out."""
-
-    def begin(self, study: Study, out: Path, todo: list[Cell], workers: str) -> None:
-        """`todo` are the cells to run (the others are measured already)."""
-
-    def note(self, message: str) -> None:
-        """Something worth telling before the cells run: a cell trained again, say."""
-
-    def started(self, cell: Cell) -> None:
-        pass
-
-    def event(self, cell: Cell, event: dict[str, Any]) -> None:
-        """A worker's event: begin (step, steps), log (step, loss), eval (step, seq_acc),
-        evaluating."""
-
-    def finished(self, cell: Cell, evaluation: CellEvaluation) -> None:
-        pass
-
-    def failed(self, cell: Cell, error: str) -> None:
-        pass
-
-    def stopped(self, cell: Cell) -> None:
-        """An interrupted cell: its checkpoints are kept, a rerun resumes it."""
-
-    def end(self) -> None:
-        pass
+from jabcli.studies.studies import Cell, Study
 
 
 @dataclass

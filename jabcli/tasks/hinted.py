@@ -59,7 +59,9 @@ class Hinted(Task):
         of the source symbol it reads."""
         key, hint_key = jax.random.split(key)
         tokens, target, target_lengths = self.task.draw(key, lengths, max_len)
-        hints = self.tokenizer.hint_start + draw_hints(hint_key, lengths, max_len)
+        start = self.tokenizer.hint_start
+        assert start is not None, "a hinted task's vocabulary holds the hints"
+        hints = start + draw_hints(hint_key, lengths, max_len)
         read = self.reads(columns(target), lengths[:, None])
         answer_hints = jnp.take_along_axis(hints, jnp.clip(read, 0, max_len - 1), axis=1)
         source = interleave(hints, tokens, lengths)

@@ -290,7 +290,9 @@ class ModularArithmeticBrackets(Worked, Modular):
         return Modular.solve(self, text)
 
     def shown(self, text):
-        return "".join(str(v) for v in bracket_working(text, self.modulus))
+        working = bracket_working(text, self.modulus)
+        assert working is not None, "a valid text has its working"
+        return "".join(str(v) for v in working)
 
     def draw(self, key, lengths, max_len):
         codes = bracket_expressions(key, lengths, max_len, self.modulus, self.mult)
@@ -355,7 +357,9 @@ class SolveEquation(Worked, Modular):
         return found[0] if len(found) == 1 else None
 
     def shown(self, text):
-        return "".join(equation_working(text, self.modulus))
+        working = equation_working(text, self.modulus)
+        assert working is not None, "a valid text has its working"
+        return "".join(working)
 
     def draw(self, key, lengths, max_len):
         key, pick_key = jax.random.split(key)

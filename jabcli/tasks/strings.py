@@ -162,7 +162,7 @@ class StackManipulation(Task):
             )
 
     def solve(self, text):
-        stack = []
+        stack: list[str] = []
         for symbol in text:
             if symbol == "-":
                 if stack:

@@ -284,12 +284,12 @@ def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> 
     lengths = jax.random.randint(key, (rows,), low, high + 1)
     files = {sys.modules[type(task).__module__].__file__ or ""}
     try:
-        tokens, answers, answer_lengths = task.draw(key, lengths, high)
+        drawn_tokens, drawn_answers, answer_lengths = task.draw(key, lengths, high)
     except Exception as err:
         raise host_answers.failure() or UserCodeError(
             f"{task.name}'s draw/targets", err, files
         ) from None
-    tokens, answers = np.asarray(tokens), np.asarray(answers)
+    tokens, answers = np.asarray(drawn_tokens), np.asarray(drawn_answers)
     for row in range(rows):
         text = task.tokenizer.decode([t for t in tokens[row] if t != PAD_ID])
         width = int(answer_lengths[row])

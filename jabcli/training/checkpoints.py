@@ -42,10 +42,12 @@ from jabcli.training.manifest import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from jabcli.experiment.experiment import Experiment
     from jabcli.training.training import TrainingState
-
-np = Lazy("numpy")  # `jab runs` reads manifests without importing numpy
+else:
+    np = Lazy("numpy")  # `jab runs` reads manifests without importing numpy
 TREES = ("params", "opt_state")  # the state's trees of arrays, in the order saved
 
 
@@ -59,7 +61,8 @@ def save(
 ) -> None:
     """Write a checkpoint, then list it; keep the newest `keep` and the best."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    # numpy's stubs read a name in **arrays as its allow_pickle; no array is named so
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
     data = buffer.getvalue()
     name = file_name(step)
     found = manifest(run)  # read first: a manifest is missing only if it was lost

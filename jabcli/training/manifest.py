@@ -18,7 +18,7 @@ import json
 import re
 import zipfile
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from typing_extensions import NotRequired  # typing has it from Python 3.11
 
@@ -91,7 +91,7 @@ def manifest(run: Run) -> Manifest:
     if missing:
         are = "is" if len(missing) == 1 else "are"
         raise ManifestDamaged(f"{path} lists {', '.join(missing)}, which {are} missing")
-    return found
+    return cast(Manifest, found)  # its shape checked above
 
 
 def _is_entry(entry: object) -> bool:
@@ -133,13 +133,14 @@ def rebuild(run: Run, damage: str) -> str:
     if run.fingerprint is None:
         run.load_config()
     scores = {r["step"]: r.get("eval_seq_acc") for r in run.read_metrics()}
-    listed, failed = [], []
+    listed: list[CheckpointEntry] = []
+    failed: list[str] = []
     for path in sorted(run.checkpoints.glob("step-*.npz")):
-        data = verified(path)
-        if data is None:
+        name, data = FILE_NAME.fullmatch(path.name), verified(path)
+        if name is None or data is None:
             failed.append(path.name)
             continue
-        step = int(FILE_NAME.fullmatch(path.name)[1])
+        step = int(name[1])
         listed.append(
             {
                 "file": path.name,
@@ -157,7 +158,7 @@ def rebuild(run: Run, damage: str) -> str:
         )
     aside = _keep(run.checkpoints / MANIFEST)
     listed.sort(key=lambda e: e["step"])
-    write_manifest(run, {"format": FORMAT}, listed)
+    write_manifest(run, {"format": FORMAT, "checkpoints": []}, listed)
     steps = ", ".join(str(e["step"]) for e in listed)
     done = f"{damage}; rebuilt it from the checkpoint files that pass their checks (steps {steps})"
     if not listed:
@@ -197,7 +198,8 @@ def _keep(path: Path) -> Path | None:
         aside = path.with_name(f"{path.name}.damaged" + (f"-{n}" if n > 1 else ""))
         if not aside.exists():
             atomic_write(aside, data)
-            return aside
+            break
+    return aside
 
 
 def entries(run: Run) -> list[CheckpointEntry]:
@@ -232,5 +234,6 @@ def best_file(listed: list[CheckpointEntry]) -> str | None:
 
 
 def write_manifest(run: Run, found: Manifest, listed: list[CheckpointEntry]) -> None:
-    found.update(checkpoints=listed, best=best_file(listed))
+    found["checkpoints"] = listed
+    found["best"] = best_file(listed)
     atomic_write(run.checkpoints / MANIFEST, json.dumps(found, indent=1).encode())

@@ -37,7 +37,10 @@ from jabcli.training.trained import Trained
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from jabcli.evaluation.figures import HeldOutResult
     from jabcli.experiment.experiment import Experiment
+    from jabcli.runs.metrics import LogRecord
+    from jabcli.training.manifest import CheckpointEntry
 
 # A signal that comes again within this many seconds of the first is the first delivered
 # twice (`timeout -s INT` sends it to jab, then to jab's process group, within
@@ -95,10 +98,10 @@ class Observer:
         during an evaluation, once it ends."""
         self.note(stopping_line(signum))
 
-    def log(self, records: list[dict[str, Any]]) -> None:
+    def log(self, records: list[LogRecord]) -> None:
         """Each seed's metrics.jsonl record, once per chunk of steps."""
 
-    def evaluated(self, results: list[dict[str, Any]]) -> None:
+    def evaluated(self, results: list[HeldOutResult]) -> None:
         """Each seed's held-out evaluation, with the step it was made at."""
 
     def end(self) -> None:
@@ -307,14 +310,14 @@ def _train(
         except JabError:
             saved = None  # unreadable: keep the folder, whatever it holds
         removed = claim is not None and saved is not None and not any(saved)
-        if removed:
+        if claim is not None and removed:
             claim.discard()  # nothing worth keeping yet
         if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
             raise Interrupted(_kept(path, saved, removed), None if removed else path) from err
         raise
 
 
-def _kept(path: Path, saved: list[list[dict[str, Any]]] | None, removed: bool) -> str:
+def _kept(path: Path, saved: list[list[CheckpointEntry]] | None, removed: bool) -> str:
     """What an interrupted session leaves behind, in words."""
     if removed:
         return f"run folder {path} removed: it had no checkpoint yet"
@@ -341,11 +344,11 @@ def _loop(
         trainer = Trainer(experiment, states)
     saved_step = trainer.step if states is not None else -1  # a resumed step is saved
 
-    def save(results: list[dict[str, Any]] | None = None) -> None:
+    def save(results: list[HeldOutResult] | None = None) -> None:
         nonlocal saved_step
         step = trainer.step
         for n, (run, state) in enumerate(zip(seeds, trainer.states())):
-            accuracy = results[n]["seq_acc"] if results else None
+            accuracy = results[n].scores["seq_acc"] if results else None
             arrays = checkpoints.arrays_of(state)
             checkpoints.save(run, arrays, step, accuracy, tr.keep_checkpoints, trainer.flops)
         saved_step = step
@@ -353,12 +356,12 @@ def _loop(
     group = path if path != seeds[0].path else None
     logs = Logs.open(experiment.config, seeds, group, trainer.step, observer.note)
 
-    def on_eval(results: list[dict[str, Any]]) -> None:
+    def on_eval(results: list[HeldOutResult]) -> None:
         observer.evaluated(results)
         logs.evaluated(results)
         save(results)
 
-    def on_log(records: list[dict[str, Any]]) -> None:
+    def on_log(records: list[LogRecord]) -> None:
         for run, record in zip(seeds, records):
             run.append_metrics(record)
         logs.log(records)

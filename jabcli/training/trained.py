@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from jabcli.core.spread import every_seed
 
 if TYPE_CHECKING:
-    from jabcli.evaluation.evaluate import HeldOutResult
+    from jabcli.evaluation.figures import HeldOutResult
 
 
 @dataclass

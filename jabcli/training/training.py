@@ -11,6 +11,7 @@ so a run compiles once and the host is only asked for numbers once per chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -23,13 +24,10 @@ from jabcli.core import memory, runtime
 from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.core.spread import every_seed
-from jabcli.evaluation.evaluate import (
-    HeldOut,
-    HeldOutResult,
-    check_evaluation_memory,
-    evaluate,
-)
+from jabcli.evaluation.evaluate import HeldOut, check_evaluation_memory, evaluate
+from jabcli.evaluation.figures import HeldOutResult
 from jabcli.experiment.experiment import Experiment
+from jabcli.runs.metrics import LogRecord
 from jabcli.training.programs import (
     INIT_COMPILER_OPTIONS,
     Programs,
@@ -82,9 +80,6 @@ __all__ = [
 # (a tenth of a second or more of a small run's start).
 eval_key = jax.jit(functools.partial(step_key, stream=EVAL_STREAM))
 applied_rate = jax.jit(learning_rate, static_argnums=1)
-
-
-Callback = Callable[[list[dict]], None]  # receives one record (or result) per seed
 
 
 def check(experiment: Experiment) -> tuple[int, str]:
@@ -181,8 +176,8 @@ class Trainer:
 
     def run(
         self,
-        on_log: Callback = lambda records: None,
-        on_eval: Callback = lambda results: None,
+        on_log: Callable[[list[LogRecord]], None] = lambda records: None,
+        on_eval: Callable[[list[HeldOutResult]], None] = lambda results: None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> Trained:
         """Train to train.steps, or until every seed reached train.target_seq_acc (a seed
@@ -190,7 +185,8 @@ class Trainer:
         tr = self.experiment.config.train
         warms = tr.warmup_steps > 0
         start, start_step = time.perf_counter(), self.step
-        step, last_eval = start_step, []
+        step = start_step
+        last_eval: list[HeldOutResult] = []
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
@@ -206,40 +202,47 @@ class Trainer:
                         f"loss became non-finite between steps {step_before} and {step}{which}"
                     )
             seconds = time.perf_counter() - tic
+            # the learning rate the chunk's last step applied
+            rate = float(applied_rate(self.schedule, warms, step - 1))
             records = [
-                {
-                    "step": step,
-                    **{k: float(v[i]) for k, v in metrics.items()},
-                    # the learning rate the chunk's last step applied
-                    "lr": float(applied_rate(self.schedule, warms, step - 1)),
-                    "steps_per_sec": n / seconds,
-                    "elapsed_s": time.perf_counter() - start,
-                }
+                LogRecord(
+                    step=step,
+                    loss=float(metrics["loss"][i]),
+                    token_acc=float(metrics["token_acc"][i]),
+                    seq_acc=float(metrics["seq_acc"][i]),
+                    grad_norm=float(metrics["grad_norm"][i]),
+                    lr=rate,
+                    steps_per_sec=n / seconds,
+                    elapsed_s=time.perf_counter() - start,
+                )
                 for i in range(len(self.seeds))
             ]
             evaluated = step // tr.eval_every > step_before // tr.eval_every or step >= tr.steps
             if evaluated:
                 held_out = HeldOut(tr.eval_samples)
                 last_eval = []
-                for state, record in zip(self.states(), records):
+                for n, state in enumerate(self.states()):
                     result = evaluate(
                         self.experiment,
                         state.params,
                         eval_key(state.rng, step=step),
                         held_out,
                     )
-                    record["eval_token_acc"] = result["token_acc"]
-                    record["eval_seq_acc"] = result["seq_acc"]
+                    records[n] = dataclasses.replace(
+                        records[n],
+                        eval_token_acc=result["token_acc"],
+                        eval_seq_acc=result["seq_acc"],
+                    )
                     reached = at_target(result["seq_acc"], tr.target_seq_acc)
-                    last_eval.append({**result, "step": step, "at_target": reached})
+                    last_eval.append(HeldOutResult(result, step, reached))
                 on_eval(last_eval)
             on_log(records)
-            if evaluated and every_seed([result["at_target"] for result in last_eval]):
+            if evaluated and every_seed([result.at_target for result in last_eval]):
                 break
         return Trained(
             step=step,
             start_step=start_step,
             elapsed_s=time.perf_counter() - start,
             last_eval=last_eval,
-            at_target=[result["at_target"] for result in last_eval],
+            at_target=[result.at_target for result in last_eval],
         )

@@ -165,7 +165,7 @@ def test_each_paper_option_alone_trains_and_answers_the_encoder_form(key):
     trainer = training.Trainer(experiment)
     trained = trainer.run()
     assert trained.step == 4 and trained.last_eval
-    for example in trained.last_eval[0]["examples"]:
+    for example in trained.last_eval[0].scores["examples"]:
         assert len(example["output"]) <= len(example["input"]) + 1  # at most its slots
         if key == "model.outputs":
             assert set(example["output"]) <= {"0", "1"}

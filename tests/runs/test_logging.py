@@ -76,7 +76,7 @@ def test_a_logger_that_breaks_warns_once_and_training_goes_on(tmp_path, monkeypa
     calls = []
 
     def broken(self, record):
-        calls.append(record["step"])
+        calls.append(record.step)
         raise OSError("disk full")
 
     monkeypatch.setattr(loggers.TensorBoard, "log", broken)

@@ -134,7 +134,7 @@ def test_a_config_key_added_to_jab_reruns_no_cell_of_a_study_measured_before_it(
     specs.check(study)
     config = {
         part: {k: v for k, v in keys.items() if k in KEYS_WHEN_STUDIES_BEGAN[part]}
-        for part, keys in study.cells[0].config.items()
+        for part, keys in study.cells[0].resolved.to_dict().items()
     }
     config["train"].pop("log_to")  # where logs go decides no result
     before = {"task": study.cells[0].written, "config": config,

@@ -348,7 +348,7 @@ def test_a_ctrl_c_in_the_chunk_that_reaches_the_target_ends_the_run_at_its_targe
 
     class CtrlCAtTheTarget(session.Observer):
         def evaluated(self, results):
-            if all(r["seq_acc"] >= 0.995 for r in results):
+            if all(r.scores["seq_acc"] >= 0.995 for r in results):
                 os.kill(os.getpid(), signal.SIGINT)
 
     shutil.copytree(trained / "runs/tiny", tmp_path / "run")
