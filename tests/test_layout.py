@@ -232,3 +232,11 @@ def test_the_tests_of_each_layer_sit_in_a_folder_named_for_it():
         assert path.parent == tests or path.parent.parent == tests, path
     at_top = sorted(p.name for p in tests.glob("test_*.py"))
     assert at_top == ["test_docs.py", "test_layout.py"], at_top
+
+
+def test_every_module_of_jab_stays_within_450_lines():
+    """One job a module: a module past 450 lines has grown a second one (split it where
+    the jobs part, as training/ and studies/ were)."""
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 450}  # fmt: skip
+    assert not long, long
