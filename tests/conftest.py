@@ -127,7 +127,7 @@ LONGEST_FIRST = (
     "test_study.py",  # 154 s
     "test_user_code.py",  # 87
     "test_decode.py",  # 86
-    "test_runtime.py",  # 85
+    "test_program_store.py",  # 85
     "test_tasks.py",  # 74
     "test_cli.py",  # 72
     "test_training.py",  # 59

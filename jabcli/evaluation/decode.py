@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.core import devices, runtime
+from jabcli.core import devices, program_store
 from jabcli.core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from jabcli.evaluation import layout
 from jabcli.model.contract import ModelFns
@@ -125,7 +125,7 @@ _lock = threading.Lock()
 
 def answered(experiment, params, keys, src, max_out: int, lengths=None):
     """`answer`, run by its program for these shapes: compiled once per process, and kept
-    on disk for the next one (`runtime.stored_program`), so that a warm `jab predict`
+    on disk for the next one (`program_store.stored_program`), so that a warm `jab predict`
     neither traces nor lowers it. Chunks of one shape decoded side by side compile it
     once, and so do free and forced decoding (no `lengths` is `free` lengths)."""
     lengths = free(src) if lengths is None else np.asarray(lengths, np.int32)
@@ -137,7 +137,7 @@ def answered(experiment, params, keys, src, max_out: int, lengths=None):
         if found not in _programs:
             lower = partial(answer.lower, experiment, params, keys, src, max_out, lengths)
             name = f"answer {shapes}"  # (stored_program adds the devices)
-            _programs[found] = runtime.stored_program(experiment, name, lower)
+            _programs[found] = program_store.stored_program(experiment, name, lower)
     return _programs[found](params, keys, src, lengths)
 
 

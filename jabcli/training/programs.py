@@ -1,6 +1,6 @@
 """The compiled training programs of an experiment: `init` of one seed or several, and the
 training chunk, each compiled once per process for each model (`without_schedule`) and
-kept on disk (`runtime.stored_program`); their shapes (`state_shapes`) and FLOP counts.
+kept on disk (`program_store.stored_program`); their shapes (`state_shapes`) and FLOP counts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jabcli.core import memory, runtime
+from jabcli.core import memory, program_store, runtime
 from jabcli.experiment.experiment import Experiment, build_model
 from jabcli.model.positions import shapes_only
 from jabcli.training.schedule import Schedule, without_schedule
@@ -61,7 +61,7 @@ def compiled_init_of(experiment: Experiment, seeds: int) -> Callable:
     shape = (seeds,) if seeds > 1 else ()
     lower = functools.partial(jax.jit(make).lower, jax.ShapeDtypeStruct(shape, jnp.uint32))
     name = f"init {seeds} seeds"
-    return runtime.stored_program(experiment, name, lower, INIT_COMPILER_OPTIONS)
+    return program_store.stored_program(experiment, name, lower, INIT_COMPILER_OPTIONS)
 
 
 def flops_per_step(compiled, seeds: int) -> float | None:
@@ -127,7 +127,7 @@ def compiled(experiment: Experiment) -> Programs:
     less its schedule's numbers (`without_schedule`; equal configs are one experiment):
     a second run of the same config in a Python session, such as a notebook's, or one
     with another number of steps or learning rate, starts without tracing or compiling
-    again; and kept on disk (`runtime.stored_program`), so that the next process running
+    again; and kept on disk (`program_store.stored_program`), so that the next process running
     it neither traces nor lowers it. The program is called as `chunk(state, steps,
     schedule)`.
 
@@ -166,7 +166,7 @@ def compiled_of(experiment: Experiment) -> Programs:
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), Schedule.of(tr)
     )
     lower = functools.partial(jitted.lower, shapes, jax.ShapeDtypeStruct((), jnp.int32), schedule)
-    program = runtime.stored_program(experiment, "train chunk", lower, donated=(0,))
+    program = program_store.stored_program(experiment, "train chunk", lower, donated=(0,))
     flops, loops = flops_per_step(program, tr.seeds), experiment.config.model.loops
     if flops and loops > 1:  # the count holds one pass
         per_pass = functools.partial(flops_per_pass, experiment)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jabcli.core import runtime
+from jabcli.core import waiting
 from jabcli.core.config import for_seed
 from jabcli.core.errors import JabError, Note
 from jabcli.core.spread import every_seed
@@ -340,7 +340,7 @@ def _loop(
     from jabcli.training.training import Trainer
 
     tr = experiment.config.train
-    with runtime.polling(stop):  # a Ctrl-C while it compiles is answered at once
+    with waiting.polling(stop):  # a Ctrl-C while it compiles is answered at once
         trainer = Trainer(experiment, states)
     saved_step = trainer.step if states is not None else -1  # a resumed step is saved
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jabcli.core import memory, runtime
+from jabcli.core import memory, waiting
 from jabcli.core.config import at_target
 from jabcli.core.errors import JabError
 from jabcli.core.spread import every_seed
@@ -162,7 +162,7 @@ class Trainer:
             state = compiled_init(experiment, tr.seeds)(seeds if self.grouped else seeds[0])
         else:
             state = stack(states) if self.grouped else states[0]
-        self.state = runtime.wait(jax.device_put(state, programs.state_sharding))
+        self.state = waiting.wait(jax.device_put(state, programs.state_sharding))
 
     @property
     def step(self) -> int:
@@ -190,9 +190,9 @@ class Trainer:
         while step < tr.steps and not should_stop():
             step_before, n = step, min(tr.log_every, tr.steps - step)
             tic = time.perf_counter()
-            with runtime.polling(should_stop):  # a stored chunk's first run waits so too
+            with waiting.polling(should_stop):  # a stored chunk's first run waits so too
                 chunk = self.chunk(self.state, np.int32(n))
-                self.state, metrics = runtime.wait(chunk)
+                self.state, metrics = waiting.wait(chunk)
             metrics = {k: np.reshape(v, -1) for k, v in jax.device_get(metrics).items()}
             step = step_before + n
             for seed, finite in zip(self.seeds, metrics.pop("finite")):

@@ -1,6 +1,7 @@
-"""Compiled programs kept on disk (jabcli/core/runtime.py): a second process loads what the
-first compiled and computes the same, a damaged or failing entry is only a miss, and the
-store keeps within its disk budget."""
+"""What is kept on disk beside the compilation cache: a model's facts (jabcli/core/runtime.py,
+`remembered`) and its compiled programs (jabcli/core/program_store.py): a second process
+loads what the first compiled and computes the same, a damaged or failing entry is only a
+miss, and the store keeps within its disk budget."""
 
 import dataclasses
 import json
@@ -158,7 +159,7 @@ def test_a_second_training_process_loads_its_compiled_programs_and_trains_the_sa
 
 def test_stored_programs_past_their_disk_budget_lose_the_ones_used_longest_ago(tmp_path):
 
-    from jabcli.core import runtime
+    from jabcli.core import program_store
 
     for age, name in enumerate(["new", "middle", "old"]):
         (tmp_path / f"{name}.bin").write_bytes(b"x" * 100)
@@ -166,10 +167,10 @@ def test_stored_programs_past_their_disk_budget_lose_the_ones_used_longest_ago(t
         (tmp_path / f"{name}.key").write_text(f"{name}.bin")  # a config naming it
         os.utime(tmp_path / f"{name}.key", (1e9 - age, 1e9 - age))
     (tmp_path / "empty.key").write_text("")  # a name cut short: names nothing
-    runtime.trim(tmp_path, 250)
+    program_store.trim(tmp_path, 250)
     assert sorted(p.stem for p in tmp_path.glob("*.bin")) == ["middle", "new"]
     assert sorted(p.stem for p in tmp_path.glob("*.key")) == ["middle", "new"]
-    runtime.trim(tmp_path, 250, names=1)  # more names than kept: the oldest go
+    program_store.trim(tmp_path, 250, names=1)  # more names than kept: the oldest go
     assert len(list(tmp_path.glob("*.bin"))) == 2
     assert [p.stem for p in tmp_path.glob("*.key")] == ["new"]
 
@@ -181,7 +182,7 @@ def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again
     import jax
     import jax.numpy as jnp
 
-    from jabcli.core import runtime
+    from jabcli.core import program_store
 
     def broken(x, y):
         x.delete()  # as a program that takes over its argument's buffer may have
@@ -190,7 +191,7 @@ def test_a_stored_program_that_fails_its_first_run_is_removed_and_compiled_again
     stored = tmp_path / "program.bin"
     stored.write_bytes(b"a stored program")
     lower = jax.jit(lambda x, y: x * 2 + y, donate_argnums=0).lower(jnp.arange(3), 1)
-    program = runtime.StoredProgram(broken, stored, lower.compile, donated=(0,))
+    program = program_store.StoredProgram(broken, stored, lower.compile, donated=(0,))
     state = jnp.arange(3)
     np.testing.assert_array_equal(program(state, 1), [1, 3, 5])  # state was still whole
     assert not stored.exists()
@@ -204,7 +205,7 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
 
     import jax
 
-    from jabcli.core import runtime
+    from jabcli.core import program_store, runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(runtime, "caching", True)
@@ -216,8 +217,8 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
     )
     reads_y = jax.jit(lambda x, y, z: x * 2 + y).lower(1.0, 2.0, 100.0)
     reads_z = jax.jit(lambda x, y, z: x * 2 + z).lower(1.0, 2.0, 100.0)
-    first = runtime.stored_program(experiment, "reads y", lambda: reads_y)
-    second = runtime.stored_program(experiment, "reads z", lambda: reads_z)
+    first = program_store.stored_program(experiment, "reads y", lambda: reads_y)
+    second = program_store.stored_program(experiment, "reads z", lambda: reads_z)
     assert float(first(1.0, 2.0, 100.0)) == 4.0
     assert float(second(1.0, 2.0, 100.0)) == 102.0
     assert len(list((tmp_path / "jab/programs").glob("*.bin"))) == 2
