@@ -392,32 +392,45 @@ def test_an_edited_task_file_is_another_experiment_never_a_program_compiled_for_
     assert resolve("copy", sets=TINY_SETS).code_digest == ""  # jab's own code is jab's digest
 
 
-def test_a_task_with_solve_alone_trains_answered_on_the_host(tmp_path):
-    solve_only = re.sub(r"\n    def targets\(.*", "\n", example(), flags=re.S)
-    assert "targets" not in solve_only.split("class Ends")[1]
-    (tmp_path / "ends.py").write_text(solve_only)
+@pytest.fixture(scope="module")
+def solve_only(tmp_path_factory):
+    """The page's task without its `targets` (answered by `solve` on the host) trained for
+    2 seeds by `jab train` into run/, and what it printed: a program that calls back to
+    the host is never kept on disk, so the tests below share one compilation of it."""
+    folder = tmp_path_factory.mktemp("solve-only")
+    code = re.sub(r"\n    def targets\(.*", "\n", example(), flags=re.S)
+    assert "targets" not in code.split("class Ends")[1]
+    (folder / "ends.py").write_text(code)
     trained = jab_here("train", "--task", "ends.py:Ends", *SETS, "--seeds", "2", "--steps",
-                       "30", "--out", "run", cwd=tmp_path)  # fmt: skip
-    assert "Training 2 seeds of Ends" in trained.stdout
-    answered = jab_here("predict", "--run", "run/seed-0", "0123", cwd=tmp_path)
+                       "24", "--set", "train.log_every=8", "--out", "run", cwd=folder)  # fmt: skip
+    return folder, trained.stdout
+
+
+def test_a_task_with_solve_alone_trains_answered_on_the_host(solve_only):
+    folder, trained = solve_only
+    assert "Training 2 seeds of Ends" in trained
+    answered = jab_here("predict", "--run", "run/seed-0", "0123", cwd=folder)
     assert "30" in answered.stdout  # the reference, from solve
 
 
-def test_a_task_with_solve_alone_trains_on_the_answers_targets_gives_step_for_step(tmp_path):
+def test_a_task_with_solve_alone_trains_on_the_answers_targets_gives_step_for_step(
+    solve_only, tmp_path
+):
     """solve's answers to each batch begin on the host a step ahead (host_answers.py): a
     batch answered for the wrong step would train differently."""
-    solve_only = re.sub(r"\n    def targets\(.*", "\n", example(), flags=re.S)
-    (tmp_path / "with_targets.py").write_text(example())
-    (tmp_path / "solve_only.py").write_text(solve_only)
     from jabcli.tasks.host_answers import ANSWERS
 
-    losses = {}
-    for file in ("with_targets.py", "solve_only.py"):
-        run = jab.train(f"{tmp_path / file}:Ends", steps=24, seeds=2, out=tmp_path / file[:-3],
-                        overrides={**TINY_OVERRIDES, "train.log_every": 8})  # fmt: skip
-        losses[file] = [r["loss"] for r in run.metrics() if "loss" in r]
-    assert len(losses["solve_only.py"]) == 3
-    assert losses["solve_only.py"] == pytest.approx(losses["with_targets.py"], rel=1e-5)
+    (tmp_path / "with_targets.py").write_text(example())
+    with_targets = jab.train(f"{tmp_path / 'with_targets.py'}:Ends", steps=24, seeds=2,
+                             out=tmp_path / "with_targets",
+                             overrides={**TINY_OVERRIDES, "train.log_every": 8})  # fmt: skip
+
+    def losses(run: jab.Run) -> list[float]:  # its first seed's
+        return [r["loss"] for r in run.metrics() if "loss" in r]
+
+    alone = losses(jab.load(solve_only[0] / "run"))  # the same settings, solve alone
+    assert len(alone) == 3
+    assert alone == pytest.approx(losses(with_targets), rel=1e-5)
     assert ANSWERS.found_begun > ANSWERS.asked / 2  # most batches were answered ahead
 
 

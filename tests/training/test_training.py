@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import yaml
 from damage import newest_step
-from jabrun import TINY, compiling, env, interrupt_after, jab, jab_here
+from jabrun import TINY, compiling, env, interrupt_after, jab_here
 
 # Long enough for a signal sent at its second to fifth log line (steps 50-125) to land
 # part-way, with a second or more to spare: a tiny model trains about 500 steps a second.
@@ -239,7 +239,7 @@ def test_a_first_ctrl_c_says_at_once_that_training_stops_and_a_second_stops_it_a
     stored by a training before (as on every training after a user's first): the first
     run of a stored program, checked before it is trusted, is that long chunk."""
     chunk = ["--set", "train.log_every=20000"]  # (the chunk's program depends on it)
-    jab("train", *TINY, *chunk, "--steps", "20", "--out", "before", cwd=tmp_path)
+    jab_here("train", *TINY, *chunk, "--steps", "20", "--out", "before", cwd=tmp_path)
     args = [*TINY, *chunk, "--steps", "20000", "--out", "run"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "jabcli", "train", *args],
