@@ -1,0 +1,76 @@
+"""Length buckets (jabcli/training/buckets.py): with one length per batch
+(train.lengths=per_batch, the paper's), a training step runs its batch at the widths of its
+length's bucket instead of task.max_len's. Padding is masked, so the step must train as
+the padded one does; only how fast may change."""
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jabcli.core.tokenizer import PAD_ID
+from jabcli.experiment.resolve import resolve
+from jabcli.training import buckets, programs, step
+from jabcli.training.schedule import Schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESET = ROOT / "configs" / "paper_transformer.yaml"
+# The paper's model, small; no dropout, whose masks are drawn at the width a step runs at
+SMALL = {"model.num_layers": 2, "model.d_model": 16, "model.d_ff": 32, "model.num_heads": 2}
+SMALL |= {"train.batch_size": 8, "task.max_len": 20, "model.dropout": 0.0}
+streams = (step.TRAIN_STREAM, step.POSITION_STREAM)
+
+
+def paper(task: str, **sets):
+    return resolve(task, PRESET, overrides={**SMALL, **sets}, steps=10)
+
+
+def steps(experiment, count: int):
+    """`count` training steps from seed 0, each step's loss and the trained parameters."""
+    state = programs.init(experiment, 0)
+    schedule = Schedule.of(experiment.config.train)
+    update = jax.jit(lambda state: step.update(experiment, state, schedule))
+    losses = []
+    for _ in range(count):
+        state, metrics = update(state)
+        losses.append(float(metrics["loss"]))
+    return losses, state.params
+
+
+def test_the_paper_config_runs_each_batch_at_its_lengths_bucket():
+    assert buckets.applies(paper("even_pairs"))
+    assert buckets.bucket_lengths(1, 40) == [8, 16, 24, 32, 40]
+    assert buckets.bucket_lengths(3, 5) == [3, 4, 5]
+    # each example its own length, or several seeds in one program: every batch padded
+    assert not buckets.applies(paper("even_pairs", **{"train.lengths": "per_row"}))
+    assert not buckets.applies(paper("even_pairs", **{"train.seeds": 2}))
+
+
+@pytest.mark.parametrize(
+    "task, sets",
+    [
+        ("even_pairs", {}),
+        ("reverse", {"task.alphabet": "01"}),
+        ("bucket_sort", {}),
+        # jab's own slots and outputs, positions drawn for the whole padded sequence
+        ("reverse", {"model.answer_slots": "eos", "model.outputs": "vocabulary"}),
+        ("duplicate", {"model.count_positions": "up", "model.pos_encoding": "randomized"}),
+    ],
+)
+def test_a_bucketed_step_trains_as_the_padded_step_does(task, sets, monkeypatch):
+    experiment = paper(task, **sets)
+    assert buckets.applies(experiment)
+    bucketed, bucketed_params = steps(experiment, 6)
+    # some of the steps ran narrower than task.max_len (their longest source, <eos> too)
+    state = programs.init(experiment, 0)
+    keys = ((step.step_key(state.rng, s, i) for s in streams) for i in range(6))
+    drawn = [step.training_rows(experiment, *k).src != PAD_ID for k in keys]
+    assert min(int(np.max(np.sum(tokens, axis=1))) for tokens in drawn) <= 16
+    monkeypatch.setattr(buckets, "BUCKETS", 1)  # one bucket: every batch at task.max_len
+    assert not buckets.applies(experiment)
+    padded, padded_params = steps(experiment, 6)
+    np.testing.assert_allclose(bucketed, padded, rtol=1e-5)
+    trained = zip(*map(jax.tree_util.tree_leaves, (bucketed_params, padded_params)))
+    for a, b in trained:
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
