@@ -77,6 +77,7 @@ PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import 
 
 TRAIN_LENGTHS = list(range(1, 41))
 LONG_LENGTHS = list(range(41, 500, 10))  # 41, 51, ..., 491; --long-lengths scores fewer
+PAPER_CACHE = Path(tempfile.gettempdir()) / "chomsky_side_by_side_xla"
 WARM = 100  # steps left out of steps/s on both sides: the first compilations
 BATCH = 128
 LEARNING_RATE = 1e-3
@@ -677,10 +678,10 @@ def table(records: list[dict], tasks: list[str]) -> str:
     return "\n".join(lines)
 
 
-def child(args: argparse.Namespace, spec: str, options: list[str], jab: Path | None = None):
-    """One run (`one_run`) in a fresh process, its record; `jab`: a folder whose jabcli
-    it imports instead of this one's."""
-    env = dict(os.environ, PYTHONPATH=str(jab)) if jab else None
+def child(
+    args: argparse.Namespace, spec: str, options: list[str], env: dict[str, str] | None = None
+) -> dict:
+    """One run (`one_run`) in a fresh process, its record; `env`: its environment."""
     one = [str(args.paper_code), "--one", spec, "--steps", str(args.steps), *options]
     done = subprocess.run(
         [sys.executable, __file__, *one], stdout=subprocess.PIPE, text=True, check=True, env=env
@@ -691,43 +692,63 @@ def child(args: argparse.Namespace, spec: str, options: list[str], jab: Path | N
 def speed_only(args: argparse.Namespace, tasks: list[str]) -> None:
     """`--speed-only`: each task trained `--steps` steps by each side, `--repeats` times,
     the sides taking turns (their order turned round each repeat, so that a change in the
-    machine's load falls on all of them); nothing scored. Prints one table: steps/s
-    (median [min-max] over repeats) and jab's over the paper's, the median of each
-    repeat's ratio."""
-    from jabcli.api.formatting import spread
-
+    machine's load falls on all of them); nothing scored. Prints `speed_table`. With
+    `--resume`, the runs already in `--out` are kept."""
     sides = ["paper", "jab"] + (["before"] if args.before else [])
-    records = []
+    env = {
+        # The paper's code compiles a program per length, each kept in JAX's cache: a
+        # length it first meets after step WARM costs a load, not a compilation, once
+        # the task's first run has compiled it. That cold run is the slowest of the task's
+        # repeats, which their median passes over given three.
+        "paper": dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(PAPER_CACHE))
+        | {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
+        "jab": dict(os.environ, PYTHONPATH=str(HERE.parent)),  # the jabcli beside this file
+        "before": dict(os.environ, PYTHONPATH=str(args.before)),
+    }
+    found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
+    found["commands"] = [*found.get("commands", []), command()]
+    records = found.setdefault("speed", [])
     for repeat, name in itertools.product(range(args.repeats), tasks):
         for side in sides if repeat % 2 == 0 else sides[::-1]:
+            key = (name, side, repeat, args.steps)
+            if any((r["task"], r["side"], r["repeat"], r["steps"]) == key for r in records):
+                continue
             spec = f"{name}:{'paper' if side == 'paper' else 'jab'}:0"
-            jab = args.before if side == "before" else None
-            record = {**child(args, spec, ["--speed-only"], jab), "side": side}
-            record["repeat"] = repeat
-            records.append(record)
+            record = {**child(args, spec, ["--speed-only"], env[side]), "side": side}
+            records.append({**record, "repeat": repeat})
             print(f"  {name}, {side}: {rate(record['steps_per_sec'])} steps/s", flush=True)
-            args.out.write_text(json.dumps({"commands": [command()], "speed": records}) + "\n")
-    labels = {"paper": "paper's code", "jab": "jab", "before": f"jab at {args.before}"}
+            args.out.write_text(json.dumps(found, indent=1) + "\n")
+    done = [r for r in records if r["steps"] == args.steps]
+    print(
+        f"\nSteps/s over steps {WARM}-{args.steps} of each run (its first {WARM} left out), "
+        f"one seed, median [min-max] over repeats\n\n{speed_table(done, sides, tasks)}"
+    )
+
+
+def speed_table(records: list[dict], sides: list[str], tasks: list[str]) -> str:
+    """Steps/s of each side (median [min-max] over repeats), and each jab side's over the
+    paper's code's: the median of the repeats' ratios, each repeat's sides run in turn."""
+    from jabcli.api import formatting
+
+    def spread(values: list[float], show) -> str:
+        return formatting.spread(values, show) if values else "-"
+
+    labels = {"paper": "paper's code", "jab": "jab", "before": "jab before"}
     head = [labels[side] for side in sides]
-    lines = [
-        "| task | "
-        + " | ".join(head)
-        + " | "
-        + " | ".join(f"{h} / paper" for h in head[1:])
-        + " |",
-        "|---|" + "---:|" * (2 * len(sides) - 1),
-    ]
+    head += [f"{labels[side]} / paper" for side in sides[1:]]
+    lines = ["| task | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for name in tasks:
         runs = {(r["side"], r["repeat"]): r["steps_per_sec"] for r in records if r["task"] == name}
         cells = [spread([v for (s, _), v in runs.items() if s == side], rate) for side in sides]
         for side in sides[1:]:
-            ratios = [runs[side, k] / runs["paper", k] for k in range(args.repeats)]
+            ratios = [
+                v / runs["paper", k]
+                for (s, k), v in runs.items()
+                if s == side and ("paper", k) in runs
+            ]
             cells.append(spread(ratios, lambda v: f"{v:.2f}x"))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    print(
-        f"\nSteps/s over steps {WARM}-{args.steps} of each run (its first {WARM} left out), "
-        f"one seed, median [min-max] over {args.repeats} repeats\n\n" + "\n".join(lines)
-    )
+    return "\n".join(lines)
 
 
 def command() -> str:

@@ -4,7 +4,7 @@ so a step need not run the batch padded to task.max_len, as the paper's code nev
 runs the model's forward and backward pass at the widths of the shortest range that holds
 its batch, one branch of a `lax.switch` per range inside the one compiled training
 program (which is why there are a few ranges and not one per length: each is compiled).
-At lengths 1-40, a batch of 5 symbols costs what one of 8 does, not what one of 40 does.
+At lengths 1-40, a batch of 3 symbols costs what one of 5 does, not what one of 40 does.
 
 The batch is drawn as before, at the full width, and cut down; padding is masked, so the
 loss and gradients are the full-width step's up to float rounding. Only dropout differs:
@@ -29,7 +29,10 @@ from jabcli.experiment.experiment import Experiment
 from jabcli.tasks import derived
 from jabcli.training.packing import Rows
 
-BUCKETS = 5  # ranges of lengths, each a program branch compiled once
+# At most BUCKETS ranges, each of at least MIN_LENGTHS lengths: each branch adds its own
+# compilation to a run's first start, and a step's cost grows about as its width does
+# (at 1-40, batches are 22.5 symbols wide on average, not 40).
+BUCKETS, MIN_LENGTHS = 8, 4
 
 Out = TypeVar("Out")
 
@@ -47,10 +50,11 @@ def applies(experiment: Experiment) -> bool:
 
 
 def bucket_lengths(min_len: int, max_len: int) -> list[int]:
-    """The longest source (in symbols) of each bucket: min_len..max_len cut into
-    `BUCKETS` ranges as equal as whole lengths allow (1-40: 8, 16, 24, 32, 40)."""
+    """The longest source (in symbols) of each bucket: min_len..max_len cut into ranges
+    as equal as whole lengths allow (1-40: 5, 10, ..., 40; 1-8: 4, 8)."""
     span = max_len - min_len + 1
-    return sorted({min_len - 1 + -(-span * k // BUCKETS) for k in range(1, BUCKETS + 1)})
+    count = max(1, min(BUCKETS, span // MIN_LENGTHS))
+    return sorted({min_len - 1 + -(-span * k // count) for k in range(1, count + 1)})
 
 
 def trimmed(rows: Rows, src_width: int, tgt_width: int) -> Rows:

@@ -40,8 +40,9 @@ def steps(experiment, count: int):
 
 def test_the_paper_config_runs_each_batch_at_its_lengths_bucket():
     assert buckets.applies(paper("even_pairs"))
-    assert buckets.bucket_lengths(1, 40) == [8, 16, 24, 32, 40]
-    assert buckets.bucket_lengths(3, 5) == [3, 4, 5]
+    assert buckets.bucket_lengths(1, 40) == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert buckets.bucket_lengths(1, 20) == [4, 8, 12, 16, 20]
+    assert buckets.bucket_lengths(3, 5) == [5]  # too few lengths to cut
     # each example its own length, or several seeds in one program: every batch padded
     assert not buckets.applies(paper("even_pairs", **{"train.lengths": "per_row"}))
     assert not buckets.applies(paper("even_pairs", **{"train.seeds": 2}))
