@@ -708,7 +708,7 @@ def speed_only(args: argparse.Namespace, tasks: list[str]) -> None:
     found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
     found["commands"] = [*found.get("commands", []), command()]
     records = found.setdefault("speed", [])
-    for repeat, name in itertools.product(range(args.repeats), tasks):
+    for name, repeat in itertools.product(tasks, range(args.repeats)):
         for side in sides if repeat % 2 == 0 else sides[::-1]:
             key = (name, side, repeat, args.steps)
             if any((r["task"], r["side"], r["repeat"], r["steps"]) == key for r in records):

@@ -3,12 +3,15 @@
 length's bucket instead of task.max_len's. Padding is masked, so the step must train as
 the padded one does; only how fast may change."""
 
+import functools
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jabcli.core import memory
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.experiment.resolve import resolve
 from jabcli.training import buckets, programs, step
@@ -75,3 +78,22 @@ def test_a_bucketed_step_trains_as_the_padded_step_does(task, sets, monkeypatch)
     trained = zip(*map(jax.tree_util.tree_leaves, (bucketed_params, padded_params)))
     for a, b in trained:
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def chunk_bytes(experiment) -> int:
+    """What the experiment's training chunk needs at its peak, as the memory check reads it."""
+    state = programs.state_shapes(experiment)
+    schedule = Schedule.of(experiment.config.train)
+    schedule = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), schedule)
+    chunk = jax.jit(functools.partial(step.train_chunk, experiment))
+    lowered = chunk.lower(state, jax.ShapeDtypeStruct((), jnp.int32), schedule)
+    return memory.program_bytes(lowered.compile())
+
+
+def test_a_config_too_large_at_task_max_len_is_still_refused(monkeypatch):
+    """The memory check reads the compiled chunk's peak: with buckets, its widest branch,
+    the whole padded batch, as without them."""
+    experiment = paper("reverse", **{"task.alphabet": "01", "train.batch_size": 64})
+    bucketed = chunk_bytes(experiment)
+    monkeypatch.setattr(buckets, "BUCKETS", 1)
+    assert bucketed >= 0.99 * chunk_bytes(experiment)
