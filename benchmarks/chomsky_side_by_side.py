@@ -412,11 +412,18 @@ class Timed:
     steps. Everything else is the task's own."""
 
     def __init__(self, task):
-        self.task, self.times = task, []
+        self.task, self.times, self.lengths = task, [], []
 
     def sample_batch(self, rng, batch_size, length):
         self.times.append(time.perf_counter())
+        self.lengths.append(length)
         return self.task.sample_batch(rng, batch_size=batch_size, length=length)
+
+    def compiled_by(self) -> int:
+        """The step after which the loop met no length it had not met before (compiled
+        a program for, or loaded one from JAX's cache)."""
+        lengths = self.lengths[1:]  # after the one drawn for initialising
+        return max(lengths.index(n) for n in set(lengths))
 
     def __getattr__(self, name):
         return getattr(self.task, name)
@@ -473,12 +480,17 @@ def train_paper(
     jax.block_until_ready(trained)
     end = time.perf_counter()
     # Its loop pulls the loss to the host after steps 0, 100, 200, ...; the batch it
-    # draws next (times[k + 1] is drawn for step k) starts once that step is done.
+    # draws next (times[k + 1] is drawn for step k) starts once that step is done. Timed
+    # from the first of them after step WARM and after its last compilation, where at
+    # least WARM steps are left (a run whose compilations are cached, and most others).
     start = WARM if steps > 2 * WARM else 0
+    compiled = WARM * (timed.compiled_by() // WARM + 1)
+    start = max(start, compiled) if steps - compiled > WARM else start
     rate = (steps - 1 - start) / (end - timed.times[start + 2])
     half = 100 * (steps // 200)
     late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
     trained_for = {"steps_per_sec": rate, "steps_per_sec_second_half": late, "train_s": end - tic}
+    trained_for["timed_from"] = start
     if not scored:
         return trained_for
 
