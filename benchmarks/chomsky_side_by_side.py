@@ -485,7 +485,7 @@ def train_paper(
     # least WARM steps are left (a run whose compilations are cached, and most others).
     start = WARM if steps > 2 * WARM else 0
     compiled = WARM * (timed.compiled_by() // WARM + 1)
-    start = max(start, compiled) if steps - compiled > WARM else start
+    start = max(start, compiled) if steps - compiled >= WARM else start
     rate = (steps - 1 - start) / (end - timed.times[start + 2])
     half = 100 * (steps // 200)
     late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
