@@ -4,12 +4,14 @@ length's bucket instead of task.max_len's. Padding is masked, so the step must t
 the padded one does; only how fast may change."""
 
 import functools
+import io
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jabrun import interrupt_after, jab_here
 
 from jabcli.core import memory
 from jabcli.core.tokenizer import PAD_ID
@@ -97,3 +99,26 @@ def test_a_config_too_large_at_task_max_len_is_still_refused(monkeypatch):
     bucketed = chunk_bytes(experiment)
     monkeypatch.setattr(buckets, "BUCKETS", 1)
     assert bucketed >= 0.99 * chunk_bytes(experiment)
+
+
+def checkpoint(run: Path) -> dict:
+    """The arrays of the run's newest checkpoint, and its step."""
+    newest = sorted((run / "checkpoints").glob("step-*.npz"))[-1]
+    with np.load(io.BytesIO(newest.read_bytes()), allow_pickle=False) as npz:
+        return {"step": newest.name, **{k: npz[k] for k in npz.files}}
+
+
+def test_a_bucketed_run_stopped_and_resumed_ends_bitwise_equal_to_an_unstopped_one(tmp_path):
+    """With dropout on, as the paper has it: every step's masks are drawn from its step."""
+    sets = {**SMALL, "model.dropout": 0.1, "train.log_every": 25, "train.eval_every": 1000}
+    train = ["train", "--task", "even_pairs", "--config", str(PRESET), "--steps", "300"]
+    train += [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+    jab_here(*train, "--out", "whole", cwd=tmp_path)
+    code, _, err = interrupt_after([*train, "--out", "cut"], tmp_path, Path("cut"), 3)
+    assert code == 130, err
+    assert checkpoint(tmp_path / "cut")["step"] < checkpoint(tmp_path / "whole")["step"]
+    jab_here("train", "--resume", "cut", cwd=tmp_path)
+    whole, cut = checkpoint(tmp_path / "whole"), checkpoint(tmp_path / "cut")
+    assert whole.keys() == cut.keys()
+    for name in whole:
+        np.testing.assert_array_equal(whole[name], cut[name], err_msg=name)
