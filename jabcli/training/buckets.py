@@ -1,9 +1,9 @@
 """Length buckets: with train.lengths=per_batch every row of a batch has the same length,
 so a step need not run the batch padded to task.max_len, as the paper's code never does
-(it compiles one program per length). The lengths are cut into `BUCKETS` ranges; a step
-runs the model's forward and backward pass at the widths of the shortest range that holds
-its batch, one branch of a `lax.switch` per range inside the one compiled training
-program (which is why there are a few ranges and not one per length: each is compiled).
+(it compiles one program per length). The lengths are cut into a few ranges
+(`bucket_lengths`); a step runs the model's forward and backward pass at the widths of the
+shortest range that holds its batch, one branch of a `lax.switch` per range inside the
+one compiled training program (a few ranges, not one per length: each is compiled).
 At lengths 1-40, a batch of 3 symbols costs what one of 5 does, not what one of 40 does.
 
 The batch is drawn as before, at the full width, and cut down; padding is masked, so the
@@ -73,8 +73,9 @@ def bucketed(experiment: Experiment, fn: Callable[[Rows], Out], rows: Rows) -> O
     """`fn(rows)`, computed on the rows cut to the narrowest bucket that holds every
     source and answer token of the batch (the widest bucket: the rows as they are)."""
     t = experiment.config.task
-    narrower = [derived.widths(experiment.task, n) for n in bucket_lengths(t.min_len, t.max_len)]
-    narrower = narrower[:-1]
+    *narrower, _ = [
+        derived.widths(experiment.task, n) for n in bucket_lengths(t.min_len, t.max_len)
+    ]
     src_needed = jnp.max(jnp.sum(rows.src != PAD_ID, axis=1))
     tgt_needed = jnp.max(jnp.sum(rows.tgt_out != PAD_ID, axis=1))
     fits = [(src_needed <= s) & (tgt_needed <= a) for s, a in narrower] + [jnp.asarray(True)]
