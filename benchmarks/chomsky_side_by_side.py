@@ -758,7 +758,7 @@ def speed_table(records: list[dict], sides: list[str], tasks: list[str]) -> str:
                 for (s, k), v in runs.items()
                 if s == side and ("paper", k) in runs
             ]
-            cells.append(spread(ratios, lambda v: f"{v:.2f}x"))
+            cells.append(spread(ratios, lambda v: f"{v:.2f}×"))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
