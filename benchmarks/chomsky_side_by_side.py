@@ -39,9 +39,10 @@ What it does, one process at a time (each run in a fresh child process of its ow
    configs/paper_transformer.yaml (the paper's model and training, the study's base).
    Both train `--steps` updates from the same seed number. Steps per second leave out
    each side's first 100 steps, where both compile (jab its one program for lengths up
-   to 40; the paper's code one per length it meets, most of the 40 by then), and count
-   the rest of its loop: the paper's own sampling and any later compilation included,
-   jab's held-out evaluation (once, at the end) not.
+   to 40; the paper's code one per length it meets, most of the 40 by then), and on the
+   paper's side every 100 steps up to its last compilation where 100 steps are left
+   after it; they count the rest of its loop: the paper's own sampling included, jab's
+   held-out evaluation (once, at the end) not.
 3. Score. The paper's score, per-symbol accuracy on the answer at its true length,
    averaged over lengths (each length weighs the same): on 1-40 and on 41, 51, ..., 491,
    `--samples` inputs per length. The paper's side as its `range_evaluation` computes it
