@@ -11,6 +11,12 @@ and what it imports beyond jab's own dependencies (keep jax and jaxlib as they a
     python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy \\
         [--tasks even_pairs,bucket_sort,cycle_navigation,reverse] [--seeds 3] [--steps 1000]
         [--sides paper,jab] [--skip-check] [--skip-same-weights] [--skip-train]
+    python benchmarks/chomsky_side_by_side.py neural_networks_chomsky_hierarchy --speed-only \\
+        [--steps 500] [--repeats 3] [--before FOLDER]
+
+`--speed-only` trains and times, nothing else (`speed_only`): the speed table of
+docs/performance.md, with `--before` a folder holding another version's jabcli
+(`git archive REV jabcli | tar -x -C FOLDER`) as a third side.
 
 What it does, one process at a time (each run in a fresh child process of its own):
 
@@ -33,9 +39,10 @@ What it does, one process at a time (each run in a fresh child process of its ow
    configs/paper_transformer.yaml (the paper's model and training, the study's base).
    Both train `--steps` updates from the same seed number. Steps per second leave out
    each side's first 100 steps, where both compile (jab its one program for lengths up
-   to 40; the paper's code one per length it meets, most of the 40 by then), and count
-   the rest of its loop: the paper's own sampling and any later compilation included,
-   jab's held-out evaluation (once, at the end) not.
+   to 40; the paper's code one per length it meets, most of the 40 by then), and on the
+   paper's side every 100 steps up to its last compilation where 100 steps are left
+   after it; they count the rest of its loop: the paper's own sampling included, jab's
+   held-out evaluation (once, at the end) not.
 3. Score. The paper's score, per-symbol accuracy on the answer at its true length,
    averaged over lengths (each length weighs the same): on 1-40 and on 41, 51, ..., 491,
    `--samples` inputs per length. The paper's side as its `range_evaluation` computes it
@@ -54,6 +61,7 @@ import argparse
 import importlib
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -70,6 +78,7 @@ PACKAGE = "neural_networks_chomsky_hierarchy"  # how the paper's modules import 
 
 TRAIN_LENGTHS = list(range(1, 41))
 LONG_LENGTHS = list(range(41, 500, 10))  # 41, 51, ..., 491; --long-lengths scores fewer
+PAPER_CACHE = Path(tempfile.gettempdir()) / "chomsky_side_by_side_xla"
 WARM = 100  # steps left out of steps/s on both sides: the first compilations
 BATCH = 128
 LEARNING_RATE = 1e-3
@@ -404,21 +413,34 @@ class Timed:
     steps. Everything else is the task's own."""
 
     def __init__(self, task):
-        self.task, self.times = task, []
+        self.task, self.times, self.lengths = task, [], []
 
     def sample_batch(self, rng, batch_size, length):
         self.times.append(time.perf_counter())
+        self.lengths.append(length)
         return self.task.sample_batch(rng, batch_size=batch_size, length=length)
+
+    def compiled_by(self) -> int:
+        """The step after which the loop met no length it had not met before (compiled
+        a program for, or loaded one from JAX's cache)."""
+        lengths = self.lengths[1:]  # after the one drawn for initialising
+        return max(lengths.index(n) for n in set(lengths))
 
     def __getattr__(self, name):
         return getattr(self.task, name)
 
 
 def train_paper(
-    paper_path: Path, name: str, seed: int, steps: int, samples: int, long: list[int]
+    paper_path: Path,
+    name: str,
+    seed: int,
+    steps: int,
+    samples: int,
+    long: list[int],
+    scored: bool = True,
 ) -> dict:
     """The paper's Transformer trained by its own loop, as experiments/example.py builds
-    it, then scored as its range evaluation scores."""
+    it, then (`scored`) scored as its range evaluation scores."""
     import haiku as hk
     import jax
     import jax.numpy as jnp
@@ -459,11 +481,19 @@ def train_paper(
     jax.block_until_ready(trained)
     end = time.perf_counter()
     # Its loop pulls the loss to the host after steps 0, 100, 200, ...; the batch it
-    # draws next (times[k + 1] is drawn for step k) starts once that step is done.
+    # draws next (times[k + 1] is drawn for step k) starts once that step is done. Timed
+    # from the first of them after step WARM and after its last compilation, where at
+    # least WARM steps are left (a run whose compilations are cached, and most others).
     start = WARM if steps > 2 * WARM else 0
+    compiled = WARM * (timed.compiled_by() // WARM + 1)
+    start = max(start, compiled) if steps - compiled >= WARM else start
     rate = (steps - 1 - start) / (end - timed.times[start + 2])
     half = 100 * (steps // 200)
     late = (steps - 1 - half) / (end - timed.times[half + 2]) if half > start else None
+    trained_for = {"steps_per_sec": rate, "steps_per_sec_second_half": late, "train_s": end - tic}
+    trained_for["timed_from"] = start
+    if not scored:
+        return trained_for
 
     # range_evaluation.py's: a key, so dropout is on; and, as jab scores, the same weights
     # in the builder's model without dropout
@@ -492,17 +522,17 @@ def train_paper(
     scores = accuracies(jax.jit(model.apply))
     eval_s = time.perf_counter() - tic_eval
     return {
-        "steps_per_sec": rate,
-        "steps_per_sec_second_half": late,
-        "train_s": end - tic,
+        **trained_for,
         "eval_s": eval_s,
         "per_length": scores,
         "per_length_no_dropout": accuracies(jax.jit(quiet.apply)),
     }
 
 
-def train_jab(name: str, seed: int, steps: int, samples: int, long: list[int]) -> dict:
-    """jab's paper form (configs/paper_transformer.yaml), then scored as
+def train_jab(
+    name: str, seed: int, steps: int, samples: int, long: list[int], scored: bool = True
+) -> dict:
+    """jab's paper form (configs/paper_transformer.yaml), then (`scored`) scored as
     `jab eval --force-length` scores (`forced_symbol_acc`) at each length."""
     import jax
     import jax.numpy as jnp
@@ -536,6 +566,9 @@ def train_jab(name: str, seed: int, steps: int, samples: int, long: list[int]) -
             for after in (start, chunks[len(chunks) // 2]["step"] if chunks else 0)
         )
         loaded = inspection.load(outcome.path, "latest")
+    trained_for = {"steps_per_sec": rate, "steps_per_sec_second_half": late, "train_s": seconds}
+    if not scored:
+        return trained_for
 
     def accuracies(lengths: list[int], key) -> dict[int, float]:
         sample_key, positions_key = jax.random.split(key)  # as evaluate.evaluate splits
@@ -558,9 +591,7 @@ def train_jab(name: str, seed: int, steps: int, samples: int, long: list[int]) -
     scores = accuracies(TRAIN_LENGTHS, jax.random.PRNGKey(1))
     scores |= accuracies(long, jax.random.PRNGKey(2))
     return {
-        "steps_per_sec": rate,
-        "steps_per_sec_second_half": late,
-        "train_s": seconds,
+        **trained_for,
         "eval_s": time.perf_counter() - tic_eval,
         "per_length": scores,
     }
@@ -577,13 +608,15 @@ def speed(chunks: list[dict], after: int) -> float | None:
     return sum(n for n, _ in done) / sum(n / s for n, s in done) if done else None
 
 
-def one_run(paper_path: Path, spec: str, steps: int, samples: int, long: list[int]) -> None:
+def one_run(
+    paper_path: Path, spec: str, steps: int, samples: int, long: list[int], scored: bool
+) -> None:
     """A child process: one task, one side, one seed; its record as JSON on stdout."""
     name, side, seed = spec.split(":")
     if side == "paper":
-        found = train_paper(paper_path, name, int(seed), steps, samples, long)
+        found = train_paper(paper_path, name, int(seed), steps, samples, long, scored)
     else:
-        found = train_jab(name, int(seed), steps, samples, long)
+        found = train_jab(name, int(seed), steps, samples, long, scored)
     for figures in ("per_length", "per_length_no_dropout"):
         if figures in found:
             found[figures] = {str(n): acc for n, acc in found[figures].items()}
@@ -658,6 +691,83 @@ def table(records: list[dict], tasks: list[str]) -> str:
     return "\n".join(lines)
 
 
+def child(
+    args: argparse.Namespace, spec: str, options: list[str], env: dict[str, str] | None = None
+) -> dict:
+    """One run (`one_run`) in a fresh process, its record; `env`: its environment."""
+    one = [str(args.paper_code), "--one", spec, "--steps", str(args.steps), *options]
+    done = subprocess.run(
+        [sys.executable, __file__, *one], stdout=subprocess.PIPE, text=True, check=True, env=env
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def speed_only(args: argparse.Namespace, tasks: list[str]) -> None:
+    """`--speed-only`: each task trained `--steps` steps by each side, `--repeats` times,
+    the sides taking turns (their order turned round each repeat, so that a change in the
+    machine's load falls on all of them); nothing scored. Prints `speed_table`. With
+    `--resume`, the runs already in `--out` are kept."""
+    sides = ["paper", "jab"] + (["before"] if args.before else [])
+    env = {
+        # The paper's code compiles a program per length, each kept in JAX's cache: a
+        # length it first meets after step WARM costs a load, not a compilation, once
+        # the task's first run has compiled it. That cold run is the slowest of the task's
+        # repeats, which their median passes over given three.
+        "paper": dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(PAPER_CACHE))
+        | {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"},
+        "jab": dict(os.environ, PYTHONPATH=str(HERE.parent)),  # the jabcli beside this file
+        "before": dict(os.environ, PYTHONPATH=str(args.before)),
+    }
+    found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
+    found["commands"] = [*found.get("commands", []), command()]
+    records = found.setdefault("speed", [])
+    for name, repeat in itertools.product(tasks, range(args.repeats)):
+        for side in sides if repeat % 2 == 0 else sides[::-1]:
+            key = (name, side, repeat, args.steps)
+            if any((r["task"], r["side"], r["repeat"], r["steps"]) == key for r in records):
+                continue
+            spec = f"{name}:{'paper' if side == 'paper' else 'jab'}:0"
+            record = {**child(args, spec, ["--speed-only"], env[side]), "side": side}
+            records.append({**record, "repeat": repeat})
+            print(f"  {name}, {side}: {rate(record['steps_per_sec'])} steps/s", flush=True)
+            args.out.write_text(json.dumps(found, indent=1) + "\n")
+    done = [r for r in records if r["steps"] == args.steps]
+    print(
+        f"\nSteps/s over steps {WARM}-{args.steps} of each run (its first {WARM} left out), "
+        f"one seed, median [min-max] over repeats\n\n{speed_table(done, sides, tasks)}"
+    )
+
+
+def speed_table(records: list[dict], sides: list[str], tasks: list[str]) -> str:
+    """Steps/s of each side (median [min-max] over repeats), and each jab side's over the
+    paper's code's: the median of the repeats' ratios, each repeat's sides run in turn."""
+    from jabcli.api import formatting
+
+    def spread(values: list[float], show) -> str:
+        return formatting.spread(values, show) if values else "-"
+
+    labels = {"paper": "paper's code", "jab": "jab", "before": "jab before"}
+    head = [labels[side] for side in sides]
+    head += [f"{labels[side]} / paper" for side in sides[1:]]
+    lines = ["| task | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    for name in tasks:
+        runs = {(r["side"], r["repeat"]): r["steps_per_sec"] for r in records if r["task"] == name}
+        cells = [spread([v for (s, _), v in runs.items() if s == side], rate) for side in sides]
+        for side in sides[1:]:
+            ratios = [
+                v / runs["paper", k]
+                for (s, k), v in runs.items()
+                if s == side and ("paper", k) in runs
+            ]
+            cells.append(spread(ratios, lambda v: f"{v:.2f}×"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def command() -> str:
+    return " ".join(["python", *sys.argv])
+
+
 def lengths_of(text: str) -> list[int]:
     """`1-40,41-491/50`: ranges, each with an optional step."""
     found = []
@@ -709,7 +819,25 @@ def main() -> None:
         "--skip-same-weights", action="store_true", help="no one-model, two-codes comparison"
     )
     parser.add_argument("--skip-train", action="store_true", help="check the samplers only")
-    parser.add_argument("--out", type=Path, default=HERE / "side_by_side.json")
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="train only, score nothing: steps/s of each side, the sides taking turns",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="--speed-only: runs of each side (default 3)"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="--speed-only: a folder holding another jabcli (`git archive REV jabcli | tar "
+        "-x -C FOLDER`), trained as a third side",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="default benchmarks/side_by_side.json, or side_by_side_speed.json with --speed-only",
+    )
     parser.add_argument("--resume", action="store_true", help="keep the runs in --out")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # TASK:SIDE:SEED, a child's run
     args = parser.parse_args()
@@ -717,7 +845,7 @@ def main() -> None:
     if not set(long) <= set(LONG_LENGTHS):
         raise SystemExit(f"--long-lengths must lie within 41-491/10, not {args.long_lengths}")
     if args.one:
-        one_run(args.paper_code, args.one, args.steps, args.samples, long)
+        one_run(args.paper_code, args.one, args.steps, args.samples, long, not args.speed_only)
         return
     tasks = args.tasks.split(",")
     if set(args.sides.split(",")) - {"paper", "jab"}:
@@ -726,11 +854,16 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"not tasks of the protocol: {', '.join(unknown)}")
     paper_modules(args.paper_code)  # a wrong path fails now, not in a child
+    if args.speed_only:
+        args.out = args.out or HERE / "side_by_side_speed.json"
+        speed_only(args, tasks)
+        return
+    args.out = args.out or HERE / "side_by_side.json"
     found = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {}
     found.setdefault("records", [])
     # a table of the runs alone writes nothing
     if not (args.skip_check and args.skip_train and args.skip_same_weights):
-        found.setdefault("commands", []).append(" ".join(["python", *sys.argv]))
+        found.setdefault("commands", []).append(command())
     started = time.perf_counter()
 
     if not args.skip_same_weights:
@@ -767,16 +900,8 @@ def main() -> None:
                     if done:
                         continue
                     print(f"Training {name}, {side}, seed {seed}", flush=True)
-                    one = [str(args.paper_code), "--one", f"{name}:{side}:{seed}"]
-                    sizes = ["--steps", str(args.steps), "--samples", str(args.samples)]
-                    sizes += ["--long-lengths", args.long_lengths]
-                    child = subprocess.run(
-                        [sys.executable, __file__, *one, *sizes],
-                        stdout=subprocess.PIPE,
-                        text=True,
-                        check=True,
-                    )
-                    record = json.loads(child.stdout.strip().splitlines()[-1])
+                    sizes = ["--samples", str(args.samples), "--long-lengths", args.long_lengths]
+                    record = child(args, f"{name}:{side}:{seed}", sizes)
                     found["records"].append(record)
                     args.out.write_text(json.dumps(found, indent=1) + "\n")
                     print(

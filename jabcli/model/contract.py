@@ -63,6 +63,9 @@ class Form:
     one_pass: ClassVar[bool] = False
     # Whether training may pack two examples per row (packing.py: segment ids).
     packs: ClassVar[bool] = False
+    # Whether nothing the form computes for a row depends on the padding after it, so that
+    # train.lengths=per_batch may run a batch narrower than task.max_len (training/buckets.py).
+    trims_padding: ClassVar[bool] = False
     # The attention `jab show-attention` can draw, the default first; () refuses it.
     attention: ClassVar[tuple[str, ...]] = ()
     # Whether the form reads a positional scheme (model.pos_encoding) at all; a run of a

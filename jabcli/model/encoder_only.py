@@ -259,6 +259,7 @@ class Encoder(OnePassForm):
     name = "encoder"
     attention = ("encoder",)
     heads = True
+    trims_padding = True
     paper_options = True
 
     def schemes(self, m: ModelConfig, task: Task):

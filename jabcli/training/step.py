@@ -16,7 +16,7 @@ from jax.sharding import NamedSharding
 from jabcli.core.tokenizer import PAD_ID
 from jabcli.experiment.experiment import Experiment
 from jabcli.tasks import derived, host_answers, sampling
-from jabcli.training import packing
+from jabcli.training import buckets, packing
 from jabcli.training.packing import Rows
 from jabcli.training.schedule import Schedule, make_optimizer
 
@@ -142,9 +142,15 @@ def update(
     if batch_sharding is not None:
         rows = jax.lax.with_sharding_constraint(rows, batch_sharding)
     dropout_key = step_key(state.rng, DROPOUT_STREAM, state.step)
-    grads, metrics = jax.grad(functools.partial(loss_fn, experiment), has_aux=True)(
-        state.params, dropout_key, rows
-    )
+
+    def gradients(rows: Rows) -> tuple[Any, dict]:
+        loss = functools.partial(loss_fn, experiment)
+        return jax.grad(loss, has_aux=True)(state.params, dropout_key, rows)
+
+    if buckets.applies(experiment):  # the batch at its length's width, not task.max_len's
+        grads, metrics = buckets.bucketed(experiment, gradients, rows)
+    else:
+        grads, metrics = gradients(rows)
     optimizer = make_optimizer(tr, schedule)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
