@@ -124,31 +124,35 @@ def smoke(tmp_path_factory, worker_id):
 # Ray clusters, the models' compilations, ...), so that the two workers end together
 # rather than one waiting on the other's last long file. Files not named here come after.
 LONGEST_FIRST = (
-    "test_study.py",  # 154 s
-    "test_user_code.py",  # 87
-    "test_decode.py",  # 86
-    "test_program_store.py",  # 85
-    "test_tasks.py",  # 74
-    "test_cli.py",  # 72
-    "test_training.py",  # 59
-    "test_recurrent.py",  # 56
-    "test_model.py",  # 55
-    "test_types.py",  # 46 the first time, 7 once mypy's cache is kept (.pytest_cache)
-    "test_seeds.py",  # 32
-    "test_logging.py",  # 27
-    "test_positions.py",  # 26
-    "test_api.py",  # 25
-    "test_paper_model.py",  # 23
-    "test_sharding.py",  # 14
-    "test_packing.py",  # 13
-    "test_file_task.py",  # 13
-    "test_scratchpad.py",  # 10
-    "test_runs.py",  # 8
-    "test_notebook.py",  # 7
-    "test_checkpoints.py",  # 7
-    "test_layout.py",  # 7
-    "test_docs.py",  # 4
-    "test_bad_input.py",  # 3
+    "test_ray_backend.py",  # 50, most of it waiting for Ray's processes: begun first
+    "test_user_code.py",  # 66
+    "test_cli.py",  # 66
+    "test_training.py",  # 53
+    "test_study.py",  # 44
+    "test_decode.py",  # 41
+    "test_program_store.py",  # 34
+    "test_tasks.py",  # 34
+    "test_length_buckets.py",  # 33
+    "test_model.py",  # 32
+    "test_recurrent.py",  # 32
+    "test_seeds.py",  # 22
+    "test_positions.py",  # 22
+    "test_logging.py",  # 21
+    "test_paper_model.py",  # 21
+    "test_packing.py",  # 19
+    "test_api.py",  # 16
+    "test_file_task.py",  # 15
+    "test_sharding.py",  # 11
+    "test_scratchpad.py",  # 11
+    "test_runs.py",  # 10
+    "test_notebook.py",  # 8
+    "test_types.py",  # 37 the first time, 1 once mypy's cache is kept (tests/core/test_types.py)
+    "test_layout.py",  # 6
+    "test_bad_input.py",  # 6
+    "test_checkpoints.py",  # 5
+    "test_cli_pinned.py",  # 4
+    "test_devices.py",  # 4
+    "test_docs.py",  # 3
 )
 
 

@@ -6,6 +6,7 @@ and an import of JAX per call."""
 import contextlib
 import fcntl
 import io
+import json
 import os
 import shutil
 import signal
@@ -173,3 +174,48 @@ SMOKE = Path(__file__).resolve().parents[1] / "studies" / "smoke.yaml"
 SMOKE_TEXT = SMOKE.read_text().replace("[sinusoidal, randomized]", "[randomized]")
 CELLS = ["copy-randomized", "reverse-randomized"]
 assert SMOKE_TEXT != SMOKE.read_text()  # the file still grids those two encodings
+
+
+# What a study's results are compared by: a run's metrics less its timings.
+TIMING = ("steps_per_sec", "elapsed_s")
+
+
+def results(folder: Path, cells: list[str] = CELLS) -> dict:
+    """Every seed's metrics (less timings) and every cell's evaluation by seed."""
+    found = {}
+    for cell in cells:
+        for seed in (0, 1):
+            lines = (folder / cell / f"seed-{seed}" / "metrics.jsonl").read_text().splitlines()
+            found[cell, seed] = [
+                {k: v for k, v in json.loads(line).items() if k not in TIMING} for line in lines
+            ]
+        found[cell] = json.loads((folder / cell / "evaluation.json").read_text())["seeds"]
+    return found
+
+
+def one_cell(tmp_path: Path) -> Path:
+    """The smoke study's first cell alone (what it trains and measures is the same)."""
+    path = tmp_path / "copy.yaml"
+    path.write_text(SMOKE_TEXT.replace("[copy, reverse]", "[copy]"))
+    return path
+
+
+ONE_CELL = CELLS[:1]
+
+
+# A study of tiny cells (a study file's start: its rows or grid follow).
+TINY_BASE = """
+base:
+  task: copy
+  steps: 60
+  set:
+    task.max_len: 4
+    task.alphabet: "012"
+    model.d_model: 16
+    model.d_ff: 32
+    model.num_layers: 1
+    train.batch_size: 16
+    train.eval_every: 30
+    train.log_every: 30
+evaluate: {lengths: 1-5, samples: 5}
+"""

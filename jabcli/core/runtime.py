@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from jabcli.core.settings import Config
     from jabcli.core.tokenizer import Tokenizer
 
 
@@ -90,7 +89,8 @@ class Keyed(Protocol):
     named here by what it has rather than imported)."""
 
     @property
-    def config(self) -> Config: ...
+    def keyed_settings(self) -> dict[str, Any]:
+        """Its config, a user's file named by its class alone (its code is in code_digest)."""
 
     @property
     def tokenizer(self) -> Tokenizer: ...
@@ -141,7 +141,7 @@ def kept_path(experiment: Keyed, kind: str, name: str, suffix: str) -> Path:
 
     whole = [
         name,
-        experiment.config.to_dict(),
+        experiment.keyed_settings,  # its config, a user's file named by its class
         experiment.tokenizer.tokens,  # a run keeps its own vocabulary
         source_digest(),
         experiment.code_digest,  # the user's own code, where it runs any

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 
@@ -50,8 +51,16 @@ class Experiment:
     def _identity(self) -> tuple:
         if not self.task.generated:
             return (id(self),)
-        config = json.dumps(self.config.to_dict(), sort_keys=True)
+        config = json.dumps(self.keyed_settings, sort_keys=True)
         return (config, tuple(self.tokenizer.tokens), self.code_digest)
+
+    @functools.cached_property
+    def keyed_settings(self) -> dict[str, Any]:
+        """Its config as what it computes is told apart by: a user's file named by its
+        class alone, its code being in `code_digest` (the same file elsewhere is the same
+        experiment)."""
+        settings: dict[str, Any] = user_code.placeless(self.config.to_dict())
+        return settings
 
     @functools.cached_property
     def code_digest(self) -> str:

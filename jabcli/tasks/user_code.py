@@ -272,6 +272,20 @@ def code_digest(objects: list[Any]) -> str:
     return digest("".join(sorted(parts)).encode()) if parts else ""
 
 
+def placeless(value: Any) -> Any:
+    """`value` (a config as a dict) with each `PATH.py:Class` reduced to `:Class`: where a
+    user's file lies changes none of its programs, and what it holds is in `code_digest`.
+    The same file in another folder (a study cell's temporary one on Ray, a test's) then
+    finds the programs compiled for it."""
+    if isinstance(value, dict):
+        return {key: placeless(item) for key, item in value.items()}
+    if isinstance(value, str):
+        where, _, attribute = value.rpartition(":")
+        if where.endswith(".py") and attribute.isidentifier():
+            return f":{attribute}"
+    return value
+
+
 def check_answers(task: Task, key: Any, low: int, high: int, rows: int = 64) -> None:
     """Compare a user task's `targets` with its `solve` on a sample batch of inputs of
     `low` to `high` symbols: a task whose two answers disagree would train on one and be

@@ -222,3 +222,28 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
     assert float(first(1.0, 2.0, 100.0)) == 4.0
     assert float(second(1.0, 2.0, 100.0)) == 102.0
     assert len(list((tmp_path / "jab/programs").glob("*.bin"))) == 2
+
+
+def test_a_users_task_file_in_another_folder_finds_the_programs_compiled_for_it(tmp_path):
+    """A user's file is told apart by what it holds, not where it lies: the same file in
+    another folder (a study cell's temporary one on Ray, a moved project) is the same
+    experiment and keeps its programs and facts under the same name; an edited one not."""
+    import re
+
+    from jabcli.core import runtime
+    from jabcli.experiment.resolve import resolve
+
+    code = re.search(r"```python\n(.*?)```", (ROOT / "docs/own-task.md").read_text(), re.S)
+    edited = code.group(1) + "\n# edited\n"
+    for folder, text in (("here", code.group(1)), ("there", code.group(1)), ("edit", edited)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "ends.py").write_text(text)
+    here, there, edit = (
+        resolve(f"{tmp_path / folder}/ends.py:Ends", sets=["task.max_len=6"])
+        for folder in ("here", "there", "edit")
+    )
+    assert here.config.task.name != there.config.task.name  # each names its own file
+    assert here == there and hash(here) == hash(there)
+    kept = [runtime.kept_path(e, "programs", "train_chunk", ".key") for e in (here, there, edit)]
+    assert kept[0] == kept[1]
+    assert here != edit and kept[2] != kept[0]
