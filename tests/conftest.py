@@ -119,40 +119,41 @@ def smoke(tmp_path_factory, worker_id):
 
 
 # pytest-xdist hands out whole files (--dist loadfile, pyproject.toml) in the order of
-# their tests: the longest first (seconds of one session on the 2-core machine, the two
-# workers side by side while a benchmark ran beside them: a study's worker processes and
-# Ray clusters, the models' compilations, ...), so that the two workers end together
-# rather than one waiting on the other's last long file. Files not named here come after.
+# their tests: the longest first (seconds of one warm session on the idle 2-core machine,
+# the two workers side by side: a study's worker processes and Ray clusters, the models'
+# compilations, ...), so that the two workers end together rather than one waiting on
+# the other's last long file. Files not named here come after.
 LONGEST_FIRST = (
-    "test_ray_backend.py",  # 50, most of it waiting for Ray's processes: begun first
-    "test_user_code.py",  # 66
-    "test_cli.py",  # 66
-    "test_training.py",  # 53
-    "test_study.py",  # 44
-    "test_decode.py",  # 41
-    "test_program_store.py",  # 34
-    "test_tasks.py",  # 34
-    "test_length_buckets.py",  # 33
-    "test_model.py",  # 32
-    "test_recurrent.py",  # 32
-    "test_seeds.py",  # 22
-    "test_positions.py",  # 22
-    "test_logging.py",  # 21
-    "test_paper_model.py",  # 21
-    "test_packing.py",  # 19
-    "test_api.py",  # 16
-    "test_file_task.py",  # 15
-    "test_sharding.py",  # 11
-    "test_scratchpad.py",  # 11
-    "test_runs.py",  # 10
-    "test_notebook.py",  # 8
-    "test_types.py",  # 37 the first time, 1 once mypy's cache is kept (tests/core/test_types.py)
-    "test_layout.py",  # 6
-    "test_bad_input.py",  # 6
-    "test_checkpoints.py",  # 5
-    "test_cli_pinned.py",  # 4
-    "test_devices.py",  # 4
-    "test_docs.py",  # 3
+    "test_ray_backend.py",  # 33, most of it waiting for Ray's processes: begun first
+    "test_user_code.py",  # 37
+    "test_cli.py",  # 31
+    "test_training.py",  # 30
+    "test_study.py",  # 26
+    "test_length_buckets.py",  # 26
+    "test_decode.py",  # 21
+    "test_types.py",  # 20 where mypy's cache is cold, else 1 (tests/core/test_types.py)
+    "test_recurrent.py",  # 20
+    "test_model.py",  # 16
+    "test_program_store.py",  # 15
+    "test_tasks.py",  # 12
+    "test_seeds.py",  # 10
+    "test_file_task.py",  # 9.5
+    "test_paper_model.py",  # 9.2
+    "test_logging.py",  # 9.1
+    "test_api.py",  # 8.0
+    "test_positions.py",  # 7.5
+    "test_sharding.py",  # 7.1
+    "test_packing.py",  # 6.0
+    "test_runs.py",  # 5.4
+    "test_notebook.py",  # 5.3
+    "test_layout.py",  # 4.1
+    "test_scratchpad.py",  # 3.6
+    "test_bad_input.py",  # 3.6
+    "test_checkpoints.py",  # 3.2
+    "test_cli_pinned.py",  # 1.8
+    "test_devices.py",  # 1.4
+    "test_docs.py",  # 1.2
+    "test_json.py",  # 1.2
 )
 
 
