@@ -89,8 +89,9 @@ class Keyed(Protocol):
     named here by what it has rather than imported)."""
 
     @property
-    def keyed_settings(self) -> dict[str, Any]:
-        """Its config, a user's file named by its class alone (its code is in code_digest)."""
+    def keyed_settings(self) -> str:
+        """Its config as JSON text, a user's file named by its class alone (its code is in
+        code_digest)."""
 
     @property
     def tokenizer(self) -> Tokenizer: ...

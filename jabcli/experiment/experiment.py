@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 
@@ -51,16 +50,14 @@ class Experiment:
     def _identity(self) -> tuple:
         if not self.task.generated:
             return (id(self),)
-        config = json.dumps(self.keyed_settings, sort_keys=True)
-        return (config, tuple(self.tokenizer.tokens), self.code_digest)
+        return (self.keyed_settings, tuple(self.tokenizer.tokens), self.code_digest)
 
     @functools.cached_property
-    def keyed_settings(self) -> dict[str, Any]:
-        """Its config as what it computes is told apart by: a user's file named by its
-        class alone, its code being in `code_digest` (the same file elsewhere is the same
-        experiment)."""
-        settings: dict[str, Any] = user_code.placeless(self.config.to_dict())
-        return settings
+    def keyed_settings(self) -> str:
+        """Its config as JSON text, as what it computes is told apart by: a user's file
+        named by its class alone, its code being in `code_digest` (the same file elsewhere
+        is the same experiment)."""
+        return json.dumps(user_code.placeless(self.config.to_dict()), sort_keys=True)
 
     @functools.cached_property
     def code_digest(self) -> str:

@@ -210,7 +210,7 @@ def test_programs_that_read_different_arguments_are_stored_apart(tmp_path, monke
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(runtime, "caching", True)
     experiment = SimpleNamespace(  # what runtime.Keyed reads of an experiment
-        keyed_settings={},
+        keyed_settings="{}",
         tokenizer=SimpleNamespace(tokens=[]),
         code_digest="",
         storable=True,
