@@ -652,7 +652,7 @@ def table(records: list[dict], tasks: list[str]) -> str:
     near = [n for n in LONG_LENGTHS if n <= 100]
     far = [n for n in LONG_LENGTHS if n > 100]
     lines = [
-        "| task | side | seeds | steps | steps/s | training s | 1-40 | 41-500 | 41-91 / 101-491 |",
+        "| task | side | seeds | steps | steps/s | training s | 1-40 | 41-500 | 41-100 / 101-500 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = (
