@@ -34,15 +34,25 @@ def make(norm="post", activation="relu", pos_encoding="sinusoidal", num_layers=1
     return fns, params, src, tgt, scheme
 
 
-DECODER_FORM = ["model.arch=decoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
-                "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
+SMALL_FORM = ["model.d_model=32", "model.d_ff=64", "model.num_layers=2",
+              "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
+ENCODER_FORM = ["model.arch=encoder", *SMALL_FORM]
+DECODER_FORM = ["model.arch=decoder", *SMALL_FORM]
+
+
+def scaled(form: list[str], task: str, sets: tuple[str, ...], scale: float):
+    """An experiment of `form`, its weights `scale` times those it starts with (larger, so
+    that answers vary from token to token), and a batch of it."""
+    from jabcli.training.training import init
+
+    experiment = resolve(task, sets=[*form, *sets])
+    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
+    return experiment, params, experiment.sample(jax.random.PRNGKey(1), 16)
+
+
+def encoder_form(task="reverse", *sets, scale=3):
+    return scaled(ENCODER_FORM, task, sets, scale)
 
 
 def decoder_form(task="reverse", *sets, scale=3):
-    """A decoder-form experiment, its weights `scale` times those it starts with (larger,
-    so that answers vary from token to token), and a batch of it."""
-    from jabcli.training.training import init
-
-    experiment = resolve(task, sets=[*DECODER_FORM, *sets])
-    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
-    return experiment, params, experiment.sample(jax.random.PRNGKey(1), 16)
+    return scaled(DECODER_FORM, task, sets, scale)

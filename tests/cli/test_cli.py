@@ -802,6 +802,24 @@ def test_compare_notes_on_stderr_when_runs_of_one_task_draw_from_different_alpha
     assert same.stderr == ""
 
 
+def evaluates_predicts_and_compares(tmp_path: Path, run: str, arch: str) -> None:
+    """`jab eval` (its JSON and its table), `predict` and `compare` on a copy run of
+    model.arch=`arch` trained to step 40, each naming the form."""
+    args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
+    result = json.loads(jab_here("eval", "--run", run, *args, cwd=tmp_path).stdout)
+    assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
+    assert result["arch"] == arch
+    for row in result["per_length"].values():
+        assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
+    shown = jab_here("eval", "--run", run, "--samples", "5", cwd=tmp_path).stdout
+    assert f"copy, sinusoidal positions, {arch}-only" in shown
+    predicted = jab_here("predict", "0123", "321", "--run", run, cwd=tmp_path).stdout
+    assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
+    compared = jab_here("compare", run, run, "--lengths", "4-5", "--samples", "5",
+                        cwd=tmp_path).stdout  # fmt: skip
+    assert f"copy, sinusoidal, {arch}-only, 1-5" in compared  # told from other forms
+
+
 def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_path):
     """model.arch=encoder, the paper's Transformer: every command that works on a run
     works on one; its attention is the encoder's over the input and the answer's slots."""
@@ -814,19 +832,7 @@ def test_an_encoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_p
     assert json.loads(jab_here("runs", "runs", "--json", cwd=tmp_path).stdout)[0]["arch"] == (
         "encoder"
     )
-    args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
-    result = json.loads(jab_here("eval", "--run", "runs/e", *args, cwd=tmp_path).stdout)
-    assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
-    assert result["arch"] == "encoder"
-    for row in result["per_length"].values():
-        assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
-    shown = jab_here("eval", "--run", "runs/e", "--samples", "5", cwd=tmp_path).stdout
-    assert "copy, sinusoidal positions, encoder-only" in shown
-    predicted = jab_here("predict", "0123", "321", "--run", "runs/e", cwd=tmp_path).stdout
-    assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
-    compared = jab_here("compare", "runs/e", "runs/e", "--lengths", "4-5", "--samples", "5",
-                        cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, encoder-only, 1-5" in compared  # told from other forms
+    evaluates_predicts_and_compares(tmp_path, "runs/e", "encoder")
     drawn = jab_here("show-attention", "--run", "runs/e", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "encoder attention, layer 1" in drawn
@@ -851,19 +857,7 @@ def test_a_decoder_form_run_trains_evaluates_predicts_and_draws_attention(tmp_pa
     assert "Training copy (lengths 1-5, sinusoidal, decoder-only) into runs/d" in trained.stdout
     jab_here("resume", "runs/d", "--steps", "40", cwd=tmp_path)
     assert "sinusoidal, decoder-only" in jab_here("runs", "runs", cwd=tmp_path).stdout
-    args = ["--lengths", "3-7", "--samples", "10", "--force-length", "--json"]
-    result = json.loads(jab_here("eval", "--run", "runs/d", *args, cwd=tmp_path).stdout)
-    assert result["step"] == 40 and sorted(map(int, result["per_length"])) == [3, 4, 5, 6, 7]
-    assert result["arch"] == "decoder"
-    for row in result["per_length"].values():
-        assert row["samples"] == 10 and 0.0 <= row["seq_acc"] <= row["forced_seq_acc"] <= 1.0
-    shown = jab_here("eval", "--run", "runs/d", "--samples", "5", cwd=tmp_path).stdout
-    assert "copy, sinusoidal positions, decoder-only" in shown
-    predicted = jab_here("predict", "0123", "321", "--run", "runs/d", cwd=tmp_path).stdout
-    assert re.search(r"0123\s+\S*\s+0123\s+[✓✗]", predicted)
-    compared = jab_here("compare", "runs/d", "runs/d", "--lengths", "4-5", "--samples", "5",
-                        cwd=tmp_path).stdout  # fmt: skip
-    assert "copy, sinusoidal, decoder-only, 1-5" in compared  # told from other forms
+    evaluates_predicts_and_compares(tmp_path, "runs/d", "decoder")
     drawn = jab_here("show-attention", "--run", "runs/d", "--input", "0123", "--head", "0",
                      cwd=tmp_path).stdout  # fmt: skip
     assert "decoder attention, layer 1" in drawn

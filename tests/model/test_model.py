@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from tiny_models import DECODER_FORM, decoder_form, make
+from tiny_models import DECODER_FORM, ENCODER_FORM, decoder_form, encoder_form, make
 
 from jabcli.core.errors import JabError
 from jabcli.core.tokenizer import EOS_ID, PAD_ID
@@ -163,21 +163,6 @@ def test_a_looped_models_flop_count_counts_every_pass():
     looped = training.compiled(resolve("copy", sets=LOOPED))
     deep = training.compiled(resolve("copy", sets=[*SMALL_BATCH, "model.num_layers=2"]))
     assert 0.9 * deep.flops < looped.flops < deep.flops
-
-
-ENCODER_FORM = ["model.arch=encoder", "model.d_model=32", "model.d_ff=64", "model.num_layers=2",
-                "model.max_positions=64", "task.max_len=6", "train.batch_size=8"]  # fmt: skip
-
-
-def encoder_form(task="reverse", *sets, scale=3):
-    """An encoder-form experiment, its weights `scale` times those it starts with (larger,
-    so that answers vary from slot to slot), and a batch of it."""
-    from jabcli.training.training import init
-
-    experiment = resolve(task, sets=[*ENCODER_FORM, *sets])
-    params = jax.tree_util.tree_map(lambda w: scale * w, init(experiment, 0).params)
-    batch = experiment.sample(jax.random.PRNGKey(1), 16)
-    return experiment, params, batch
 
 
 def keys_read(experiment, src, tgt_in) -> np.ndarray:
